@@ -1,0 +1,367 @@
+//! Configuration, read once from an injected source (the process environment in `main`, a map in
+//! tests) into typed structs and validated at start-up. Variable names are exactly the spec's.
+//! A bad value stops start-up with a message naming the variable; secrets are never printed.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Value, json};
+
+use crate::token::Keyring;
+
+/// The key the server uses when ADMIN_KEY is unset: fine on a laptop, never on a network.
+pub const DEFAULT_ADMIN_KEY: &str = "admin-dev";
+
+/// Where configuration values come from.
+pub trait ConfigSource {
+    fn get(&self, key: &str) -> Option<String>;
+}
+
+/// The process environment.
+pub struct ProcessEnv;
+
+impl ConfigSource for ProcessEnv {
+    fn get(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok()
+    }
+}
+
+impl ConfigSource for HashMap<String, String> {
+    fn get(&self, key: &str) -> Option<String> {
+        HashMap::get(self, key).cloned()
+    }
+}
+
+impl ConfigSource for HashMap<&str, &str> {
+    fn get(&self, key: &str) -> Option<String> {
+        HashMap::get(self, key).map(|value| (*value).to_owned())
+    }
+}
+
+/// A value that stops start-up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}: {reason}")]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub reason: String,
+}
+
+fn invalid(var: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError { var, reason: reason.into() }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Memory,
+    Valkey,
+}
+
+impl StoreKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Valkey => "valkey",
+        }
+    }
+}
+
+/// Every setting of every process. Each process reads the part it needs.
+#[derive(Debug)]
+pub struct Config {
+    /// NODE_ENV=production or QM_ENV=production.
+    pub production: bool,
+    /// Gateway listen address (HOST, PORT).
+    pub gateway_addr: SocketAddr,
+    /// Admin listen address (ADMIN_HOST, ADMIN_PORT).
+    pub admin_addr: SocketAddr,
+    /// Engine gRPC address (ENGINE_ADDR): where the engine listens and the others connect.
+    pub engine_addr: SocketAddr,
+    pub store: StoreKind,
+    /// Whether SECRET was set (a random per-boot secret signs nothing that survives a restart).
+    pub secret_is_configured: bool,
+    secret: SecretString,
+    secret_previous: Option<SecretString>,
+    pub token_sign_v2: bool,
+    pub token_max_age_sec: u64,
+    pub queue_cookie_max_age_sec: u64,
+    admin_key: SecretString,
+    public_api_key: Option<SecretString>,
+    pub join_limit_per_min: u32,
+    pub sse_max_total: usize,
+    pub sse_per_ip: usize,
+    pub room_cookie_cap: usize,
+    /// Seconds a stopping process waits for open requests and streams before it exits.
+    pub shutdown_drain_sec: u64,
+}
+
+impl Config {
+    /// Reads and validates every variable.
+    pub fn from_source(source: &dyn ConfigSource) -> Result<Config, ConfigError> {
+        let read = |var: &'static str| source.get(var).filter(|value| !value.trim().is_empty());
+        let production = ["NODE_ENV", "QM_ENV"]
+            .iter()
+            .any(|var| read(var).is_some_and(|value| value.trim() == "production"));
+
+        let admin_key = read("ADMIN_KEY").unwrap_or_else(|| DEFAULT_ADMIN_KEY.to_owned());
+        let default_key = admin_key == DEFAULT_ADMIN_KEY;
+        if admin_key.len() < 8 {
+            return Err(invalid("ADMIN_KEY", "must be at least 8 characters"));
+        }
+        if production && default_key {
+            return Err(invalid("ADMIN_KEY", "the default key is refused in production; set a long random key"));
+        }
+
+        // With the default admin key nothing binds beyond loopback.
+        let default_host = if default_key { Ipv4Addr::LOCALHOST } else { Ipv4Addr::UNSPECIFIED };
+        let host = parse_host("HOST", read("HOST"), IpAddr::V4(default_host), default_key)?;
+        let admin_host = parse_host("ADMIN_HOST", read("ADMIN_HOST"), IpAddr::V4(Ipv4Addr::LOCALHOST), default_key)?;
+        let port = parse_number::<u16>("PORT", read("PORT"), 8080, 0, u16::MAX)?;
+        let admin_port = parse_number::<u16>("ADMIN_PORT", read("ADMIN_PORT"), 8081, 0, u16::MAX)?;
+        let engine_addr = match read("ENGINE_ADDR") {
+            None => SocketAddr::from((Ipv4Addr::LOCALHOST, 50051)),
+            Some(value) => parse_socket_addr(value.trim())
+                .ok_or_else(|| invalid("ENGINE_ADDR", format!("'{value}' is not host:port (e.g. 127.0.0.1:50051)")))?,
+        };
+
+        let store = match read("STORE").as_deref().map(str::trim) {
+            None | Some("memory") => StoreKind::Memory,
+            Some("valkey") => StoreKind::Valkey,
+            Some(other) => return Err(invalid("STORE", format!("'{other}' is not one of memory, valkey"))),
+        };
+        if production && store != StoreKind::Valkey {
+            return Err(invalid("STORE", "production requires STORE=valkey SIDESTORE=pg"));
+        }
+
+        let secret_is_configured = read("SECRET").is_some();
+        let secret = match read("SECRET") {
+            Some(secret) if secret.len() < 16 => {
+                return Err(invalid("SECRET", "must be at least 16 characters"));
+            }
+            Some(secret) => secret,
+            None if production => return Err(invalid("SECRET", "required in production")),
+            None => crate::ids::new_session_id(),
+        };
+        let secret_previous = read("SECRET_PREVIOUS").map(SecretString::from);
+        let token_sign_v2 = parse_flag("TOKEN_SIGN_V2", read("TOKEN_SIGN_V2"))?;
+        let token_max_age_sec = parse_number("TOKEN_MAX_AGE_SEC", read("TOKEN_MAX_AGE_SEC"), 86_400u64, 60, 31_536_000)?;
+        let queue_cookie_max_age_sec =
+            parse_number("QUEUE_COOKIE_MAX_AGE_SEC", read("QUEUE_COOKIE_MAX_AGE_SEC"), 86_400u64, 60, 31_536_000)?;
+        let public_api_key = read("PUBLIC_API_KEY").map(SecretString::from);
+        if public_api_key.as_ref().is_some_and(|key| key.expose_secret().len() < 8) {
+            return Err(invalid("PUBLIC_API_KEY", "must be at least 8 characters"));
+        }
+
+        Ok(Config {
+            production,
+            gateway_addr: SocketAddr::new(host, port),
+            admin_addr: SocketAddr::new(admin_host, admin_port),
+            engine_addr,
+            store,
+            secret_is_configured,
+            secret: SecretString::from(secret),
+            secret_previous,
+            token_sign_v2,
+            token_max_age_sec,
+            queue_cookie_max_age_sec,
+            admin_key: SecretString::from(admin_key),
+            public_api_key,
+            join_limit_per_min: parse_number("JOIN_LIMIT_PER_MIN", read("JOIN_LIMIT_PER_MIN"), 120, 1, 100_000_000)?,
+            sse_max_total: parse_number("SSE_MAX_TOTAL", read("SSE_MAX_TOTAL"), 50_000, 1, 10_000_000)?,
+            sse_per_ip: parse_number("SSE_PER_IP", read("SSE_PER_IP"), 20, 1, 1_000_000)?,
+            room_cookie_cap: parse_number("ROOM_COOKIE_CAP", read("ROOM_COOKIE_CAP"), 8, 1, 50)?,
+            shutdown_drain_sec: parse_number("SHUTDOWN_DRAIN_SEC", read("SHUTDOWN_DRAIN_SEC"), 10, 0, 600)?,
+        })
+    }
+
+    /// The configuration of a process started with nothing set: what a newcomer gets.
+    pub fn defaults() -> Config {
+        let empty: HashMap<String, String> = HashMap::new();
+        // The empty source passes every rule by construction.
+        Config::from_source(&empty).expect("defaults are valid")
+    }
+
+    /// The keyring built from SECRET, SECRET_PREVIOUS and TOKEN_SIGN_V2.
+    pub fn keyring(&self) -> Keyring {
+        Keyring::new(self.secret.clone(), self.secret_previous.clone(), self.token_sign_v2)
+    }
+
+    pub fn admin_key(&self) -> &SecretString {
+        &self.admin_key
+    }
+
+    pub fn public_api_key(&self) -> Option<&SecretString> {
+        self.public_api_key.as_ref()
+    }
+
+    pub fn uses_default_admin_key(&self) -> bool {
+        self.admin_key.expose_secret() == DEFAULT_ADMIN_KEY
+    }
+
+    /// Token refresh is due this long after a token's iat: half the shorter lifetime.
+    pub fn token_refresh_after_ms(&self) -> u64 {
+        self.token_max_age_sec.min(self.queue_cookie_max_age_sec) * 1000 / 2
+    }
+
+    /// The effective configuration for /api/admin/health, with every secret withheld.
+    pub fn public_json(&self) -> Value {
+        json!({
+            "production": self.production,
+            "HOST": self.gateway_addr.ip().to_string(),
+            "PORT": self.gateway_addr.port(),
+            "ADMIN_HOST": self.admin_addr.ip().to_string(),
+            "ADMIN_PORT": self.admin_addr.port(),
+            "ENGINE_ADDR": self.engine_addr.to_string(),
+            "STORE": self.store.as_str(),
+            "SECRET": if self.secret_is_configured { "set" } else { "random per boot" },
+            "SECRET_PREVIOUS": if self.secret_previous.is_some() { "set" } else { "unset" },
+            "TOKEN_SIGN_V2": self.token_sign_v2,
+            "TOKEN_MAX_AGE_SEC": self.token_max_age_sec,
+            "QUEUE_COOKIE_MAX_AGE_SEC": self.queue_cookie_max_age_sec,
+            "ADMIN_KEY": if self.uses_default_admin_key() { "default (admin-dev)" } else { "set" },
+            "PUBLIC_API_KEY": if self.public_api_key.is_some() { "set" } else { "unset" },
+            "JOIN_LIMIT_PER_MIN": self.join_limit_per_min,
+            "SSE_MAX_TOTAL": self.sse_max_total,
+            "SSE_PER_IP": self.sse_per_ip,
+            "ROOM_COOKIE_CAP": self.room_cookie_cap,
+            "SHUTDOWN_DRAIN_SEC": self.shutdown_drain_sec,
+        })
+    }
+
+    /// Settings that work but deserve an operator's attention.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if !self.secret_is_configured {
+            warnings.push("SECRET is unset: tokens are signed with a random per-boot secret and every place is lost on restart".to_owned());
+        }
+        if self.uses_default_admin_key() {
+            warnings.push("ADMIN_KEY is the default key: the server only binds loopback".to_owned());
+        }
+        if self.store == StoreKind::Memory {
+            warnings.push("STORE=memory keeps nothing across a restart".to_owned());
+        }
+        warnings
+    }
+}
+
+fn parse_host(var: &'static str, value: Option<String>, default: IpAddr, default_key: bool) -> Result<IpAddr, ConfigError> {
+    let ip = match value.as_deref().map(str::trim) {
+        None => default,
+        Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        Some(text) => text
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .map_err(|_| invalid(var, format!("'{text}' is not an IP address")))?,
+    };
+    if default_key && !ip.is_loopback() {
+        return Err(invalid(
+            var,
+            format!("{ip} is not loopback, and ADMIN_KEY is the default key; set ADMIN_KEY to a long random key to listen beyond this machine"),
+        ));
+    }
+    Ok(ip)
+}
+
+fn parse_socket_addr(text: &str) -> Option<SocketAddr> {
+    if let Ok(addr) = text.parse() {
+        return Some(addr);
+    }
+    let (host, port) = text.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    (host == "localhost").then(|| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+}
+
+fn parse_flag(var: &'static str, value: Option<String>) -> Result<bool, ConfigError> {
+    match value.as_deref().map(str::trim) {
+        None | Some("0") | Some("false") => Ok(false),
+        Some("1") | Some("true") => Ok(true),
+        Some(other) => Err(invalid(var, format!("'{other}' is not 0/1/true/false"))),
+    }
+}
+
+fn parse_number<T>(var: &'static str, value: Option<String>, default: T, min: T, max: T) -> Result<T, ConfigError>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let Some(text) = value else { return Ok(default) };
+    let number: T = text
+        .trim()
+        .parse()
+        .map_err(|_| invalid(var, format!("'{text}' is not a whole number")))?;
+    if number < min || number > max {
+        return Err(invalid(var, format!("{number} is outside {min}..={max}")));
+    }
+    Ok(number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<&str, &str> = pairs.iter().copied().collect();
+        Config::from_source(&map)
+    }
+
+    #[test]
+    fn defaults_bind_loopback() {
+        let config = Config::defaults();
+        assert_eq!(config.gateway_addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(config.admin_addr, "127.0.0.1:8081".parse().unwrap());
+        assert_eq!(config.engine_addr, "127.0.0.1:50051".parse().unwrap());
+        assert_eq!(config.store, StoreKind::Memory);
+        assert_eq!(config.room_cookie_cap, 8);
+        assert_eq!(config.token_refresh_after_ms(), 43_200_000);
+    }
+
+    #[test]
+    fn default_admin_key_refuses_a_public_host() {
+        let error = config(&[("HOST", "0.0.0.0")]).unwrap_err();
+        assert_eq!(error.var, "HOST");
+        let error = config(&[("ADMIN_HOST", "10.0.0.1")]).unwrap_err();
+        assert_eq!(error.var, "ADMIN_HOST");
+        let ok = config(&[("HOST", "0.0.0.0"), ("ADMIN_KEY", "a-long-random-key")]).unwrap();
+        assert_eq!(ok.gateway_addr.ip().to_string(), "0.0.0.0");
+        // With a real key and HOST unset the gateway listens on every interface.
+        let ok = config(&[("ADMIN_KEY", "a-long-random-key")]).unwrap();
+        assert!(ok.gateway_addr.ip().is_unspecified());
+        assert!(ok.admin_addr.ip().is_loopback());
+    }
+
+    #[test]
+    fn bad_values_name_their_variable() {
+        for (var, value) in [
+            ("PORT", "eighty"),
+            ("PORT", "70000"),
+            ("TOKEN_MAX_AGE_SEC", "59"),
+            ("STORE", "disk"),
+            ("TOKEN_SIGN_V2", "yes"),
+            ("ENGINE_ADDR", "nowhere"),
+            ("SSE_PER_IP", "0"),
+            ("SECRET", "short"),
+            ("ROOM_COOKIE_CAP", "-1"),
+        ] {
+            let error = config(&[(var, value)]).unwrap_err();
+            assert_eq!(error.var, var, "{value}");
+            assert!(error.to_string().starts_with(var));
+        }
+    }
+
+    #[test]
+    fn production_requires_the_durable_store_and_a_secret() {
+        let key = ("ADMIN_KEY", "a-long-random-key");
+        assert_eq!(config(&[("NODE_ENV", "production"), key]).unwrap_err().var, "STORE");
+        assert_eq!(config(&[("QM_ENV", "production"), key, ("STORE", "valkey")]).unwrap_err().var, "SECRET");
+        assert_eq!(config(&[("QM_ENV", "production"), ("STORE", "valkey")]).unwrap_err().var, "ADMIN_KEY");
+    }
+
+    #[test]
+    fn secrets_never_appear_in_the_public_view() {
+        let config = config(&[("SECRET", "0123456789abcdef-secret"), ("ADMIN_KEY", "super-secret-admin")]).unwrap();
+        let text = config.public_json().to_string();
+        assert!(!text.contains("0123456789abcdef-secret"));
+        assert!(!text.contains("super-secret-admin"));
+        assert!(!format!("{config:?}").contains("super-secret-admin"));
+    }
+}

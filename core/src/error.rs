@@ -1,0 +1,224 @@
+//! Every error code of the contract, mapped in this one place to an HTTP status, a gRPC code and
+//! the `{error, code}` body. Handlers return [`ApiError`]; the engine sends the code to the edge in
+//! the `qm-code` metadata of a tonic `Status`, and [`ApiError::from_status`] reads it back.
+
+use std::fmt;
+
+use http::StatusCode;
+
+macro_rules! error_codes {
+    ($($variant:ident => $code:literal, $status:literal;)+) => {
+        /// A code of the contract. `as_str` is the wire spelling; clients branch on it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $($variant,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, for documentation and tests.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)+];
+
+            /// The code as it appears in the `code` field.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $code,)+
+                }
+            }
+
+            /// The HTTP status this code is answered with.
+            pub fn http_status(self) -> StatusCode {
+                let status: u16 = match self {
+                    $(ErrorCode::$variant => $status,)+
+                };
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+
+            /// Parses a wire spelling back into a code.
+            pub fn parse(code: &str) -> Option<ErrorCode> {
+                match code {
+                    $($code => Some(ErrorCode::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
+    // Visitor line.
+    RateLimited => "rate_limited", 429;
+    InvalidRoomId => "invalid_room_id", 400;
+    InvalidTokenField => "invalid_token_field", 400;
+    RoomNotFound => "room_not_found", 404;
+    BlockedByProtection => "blocked_by_protection", 403;
+    QueueIdentityLimit => "queue_identity_limit", 429;
+    PrequeueIdentityLimit => "prequeue_identity_limit", 429;
+    PrequeueFull => "prequeue_full", 503;
+    StorageUnavailable => "storage_unavailable", 503;
+    InvalidToken => "invalid_token", 401;
+    StaleTicket => "stale_ticket", 409;
+    SseCapacity => "sse_capacity", 503;
+    SsePerIpLimit => "sse_per_ip_limit", 429;
+    // Any route.
+    MethodNotAllowed => "method_not_allowed", 405;
+    NotFound => "not_found", 404;
+    InvalidJson => "invalid_json", 400;
+    PayloadTooLarge => "payload_too_large", 413;
+    UnsupportedMediaType => "unsupported_media_type", 415;
+    EngineUnavailable => "engine_unavailable", 503;
+    Internal => "internal", 500;
+    // Credentials.
+    Unauthorized => "unauthorized", 401;
+    CredentialInQuery => "credential_in_query", 401;
+    InsufficientRole => "insufficient_role", 403;
+    TooManyAuthFailures => "too_many_auth_failures", 429;
+    CsrfRequired => "csrf_required", 403;
+    // Room documents and operator actions.
+    UnknownField => "unknown_field", 400;
+    ConflictingField => "conflicting_field", 400;
+    RedactedShape => "redacted_shape", 400;
+    MissingField => "missing_field", 400;
+    NothingToChange => "nothing_to_change", 400;
+    InvalidName => "invalid_name", 400;
+    InvalidTargetUrl => "invalid_target_url", 400;
+    InvalidProxyOrigin => "invalid_proxy_origin", 400;
+    InvalidRate => "invalid_rate", 400;
+    InvalidMaxConcurrent => "invalid_max_concurrent", 400;
+    InvalidPassedTtlSec => "invalid_passed_ttl_sec", 400;
+    InvalidSessionTtlSec => "invalid_session_ttl_sec", 400;
+    InvalidSessionMaxSec => "invalid_session_max_sec", 400;
+    InvalidBranding => "invalid_branding", 400;
+    InvalidReturnOrigins => "invalid_return_origins", 400;
+    InvalidTagOrigins => "invalid_tag_origins", 400;
+    InvalidAutotune => "invalid_autotune", 400;
+    InvalidProtection => "invalid_protection", 400;
+    InvalidAutoActivate => "invalid_auto_activate", 400;
+    InvalidUrlPattern => "invalid_url_pattern", 400;
+    InvalidOpensAt => "invalid_opens_at", 400;
+    InvalidPreQueueMaxPerIp => "invalid_pre_queue_max_per_ip", 400;
+    InvalidQueueMaxPerIp => "invalid_queue_max_per_ip", 400;
+    InvalidPresenceSec => "invalid_presence_sec", 400;
+    InvalidState => "invalid_state", 400;
+    InvalidOnBackendDown => "invalid_on_backend_down", 400;
+    InvalidCount => "invalid_count", 400;
+    InvalidTicket => "invalid_ticket", 400;
+    TicketNotFound => "ticket_not_found", 404;
+    AlertsDisabled => "alerts_disabled", 400;
+    WebhookFailed => "webhook_failed", 502;
+    VerifyFailed => "verify_failed", 424;
+}
+
+impl ErrorCode {
+    /// The gRPC code the engine answers this error with.
+    pub fn grpc_code(self) -> tonic::Code {
+        match self.http_status().as_u16() {
+            400 | 413 | 415 => tonic::Code::InvalidArgument,
+            401 => tonic::Code::Unauthenticated,
+            403 => tonic::Code::PermissionDenied,
+            404 => tonic::Code::NotFound,
+            409 => tonic::Code::FailedPrecondition,
+            429 => tonic::Code::ResourceExhausted,
+            503 => tonic::Code::Unavailable,
+            _ => tonic::Code::Internal,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error as the contract answers it: a code and a sentence for the human reading the body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    /// Seconds for a `Retry-After` header, where the code calls for one.
+    pub retry_after_sec: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into(), retry_after_sec: None }
+    }
+
+    pub fn with_retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_sec = Some(seconds);
+        self
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError::new(ErrorCode::Internal, message)
+    }
+
+    /// The `{error, code}` body.
+    pub fn body(&self) -> serde_json::Value {
+        serde_json::json!({ "error": self.message, "code": self.code.as_str() })
+    }
+
+    /// The error as the engine sends it over gRPC.
+    pub fn to_status(&self) -> tonic::Status {
+        let mut status = tonic::Status::new(self.code.grpc_code(), self.message.clone());
+        if let Ok(value) = self.code.as_str().parse() {
+            status.metadata_mut().insert(CODE_METADATA_KEY, value);
+        }
+        status
+    }
+
+    /// Reads an engine error back. A status without our code is the transport failing: the
+    /// engine is unreachable or broke, which the edge answers as 503 `engine_unavailable`.
+    pub fn from_status(status: &tonic::Status) -> ApiError {
+        let code = status
+            .metadata()
+            .get(CODE_METADATA_KEY)
+            .and_then(|value| value.to_str().ok())
+            .and_then(ErrorCode::parse);
+        match code {
+            Some(code) => ApiError::new(code, status.message()),
+            None => ApiError::new(
+                ErrorCode::EngineUnavailable,
+                "the queue engine is not reachable right now; try again shortly",
+            )
+            .with_retry_after(2),
+        }
+    }
+}
+
+impl From<ApiError> for tonic::Status {
+    fn from(error: ApiError) -> tonic::Status {
+        error.to_status()
+    }
+}
+
+impl From<tonic::Status> for ApiError {
+    fn from(status: tonic::Status) -> ApiError {
+        ApiError::from_status(&status)
+    }
+}
+
+/// Same key as `qm_proto::CODE_METADATA_KEY`, kept here so core does not depend on proto.
+const CODE_METADATA_KEY: &str = "qm-code";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_through_grpc() {
+        for code in ErrorCode::ALL {
+            let error = ApiError::new(*code, "x");
+            assert_eq!(ApiError::from_status(&error.to_status()).code, *code);
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(*code));
+        }
+    }
+
+    #[test]
+    fn a_bare_transport_failure_reads_as_engine_unavailable() {
+        let error = ApiError::from_status(&tonic::Status::unavailable("connection refused"));
+        assert_eq!(error.code, ErrorCode::EngineUnavailable);
+        assert_eq!(error.code.http_status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+}
