@@ -48,7 +48,10 @@ pub struct ConfigError {
 }
 
 fn invalid(var: &'static str, reason: impl Into<String>) -> ConfigError {
-    ConfigError { var, reason: reason.into() }
+    ConfigError {
+        var,
+        reason: reason.into(),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,28 +112,52 @@ impl Config {
             return Err(invalid("ADMIN_KEY", "must be at least 8 characters"));
         }
         if production && default_key {
-            return Err(invalid("ADMIN_KEY", "the default key is refused in production; set a long random key"));
+            return Err(invalid(
+                "ADMIN_KEY",
+                "the default key is refused in production; set a long random key",
+            ));
         }
 
         // With the default admin key nothing binds beyond loopback.
-        let default_host = if default_key { Ipv4Addr::LOCALHOST } else { Ipv4Addr::UNSPECIFIED };
+        let default_host = if default_key {
+            Ipv4Addr::LOCALHOST
+        } else {
+            Ipv4Addr::UNSPECIFIED
+        };
         let host = parse_host("HOST", read("HOST"), IpAddr::V4(default_host), default_key)?;
-        let admin_host = parse_host("ADMIN_HOST", read("ADMIN_HOST"), IpAddr::V4(Ipv4Addr::LOCALHOST), default_key)?;
+        let admin_host = parse_host(
+            "ADMIN_HOST",
+            read("ADMIN_HOST"),
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            default_key,
+        )?;
         let port = parse_number::<u16>("PORT", read("PORT"), 8080, 0, u16::MAX)?;
         let admin_port = parse_number::<u16>("ADMIN_PORT", read("ADMIN_PORT"), 8081, 0, u16::MAX)?;
         let engine_addr = match read("ENGINE_ADDR") {
             None => SocketAddr::from((Ipv4Addr::LOCALHOST, 50051)),
-            Some(value) => parse_socket_addr(value.trim())
-                .ok_or_else(|| invalid("ENGINE_ADDR", format!("'{value}' is not host:port (e.g. 127.0.0.1:50051)")))?,
+            Some(value) => parse_socket_addr(value.trim()).ok_or_else(|| {
+                invalid(
+                    "ENGINE_ADDR",
+                    format!("'{value}' is not host:port (e.g. 127.0.0.1:50051)"),
+                )
+            })?,
         };
 
         let store = match read("STORE").as_deref().map(str::trim) {
             None | Some("memory") => StoreKind::Memory,
             Some("valkey") => StoreKind::Valkey,
-            Some(other) => return Err(invalid("STORE", format!("'{other}' is not one of memory, valkey"))),
+            Some(other) => {
+                return Err(invalid(
+                    "STORE",
+                    format!("'{other}' is not one of memory, valkey"),
+                ));
+            }
         };
         if production && store != StoreKind::Valkey {
-            return Err(invalid("STORE", "production requires STORE=valkey SIDESTORE=pg"));
+            return Err(invalid(
+                "STORE",
+                "production requires STORE=valkey SIDESTORE=pg",
+            ));
         }
 
         let secret_is_configured = read("SECRET").is_some();
@@ -144,11 +171,25 @@ impl Config {
         };
         let secret_previous = read("SECRET_PREVIOUS").map(SecretString::from);
         let token_sign_v2 = parse_flag("TOKEN_SIGN_V2", read("TOKEN_SIGN_V2"))?;
-        let token_max_age_sec = parse_number("TOKEN_MAX_AGE_SEC", read("TOKEN_MAX_AGE_SEC"), 86_400u64, 60, 31_536_000)?;
-        let queue_cookie_max_age_sec =
-            parse_number("QUEUE_COOKIE_MAX_AGE_SEC", read("QUEUE_COOKIE_MAX_AGE_SEC"), 86_400u64, 60, 31_536_000)?;
+        let token_max_age_sec = parse_number(
+            "TOKEN_MAX_AGE_SEC",
+            read("TOKEN_MAX_AGE_SEC"),
+            86_400u64,
+            60,
+            31_536_000,
+        )?;
+        let queue_cookie_max_age_sec = parse_number(
+            "QUEUE_COOKIE_MAX_AGE_SEC",
+            read("QUEUE_COOKIE_MAX_AGE_SEC"),
+            86_400u64,
+            60,
+            31_536_000,
+        )?;
         let public_api_key = read("PUBLIC_API_KEY").map(SecretString::from);
-        if public_api_key.as_ref().is_some_and(|key| key.expose_secret().len() < 8) {
+        if public_api_key
+            .as_ref()
+            .is_some_and(|key| key.expose_secret().len() < 8)
+        {
             return Err(invalid("PUBLIC_API_KEY", "must be at least 8 characters"));
         }
 
@@ -166,11 +207,29 @@ impl Config {
             queue_cookie_max_age_sec,
             admin_key: SecretString::from(admin_key),
             public_api_key,
-            join_limit_per_min: parse_number("JOIN_LIMIT_PER_MIN", read("JOIN_LIMIT_PER_MIN"), 120, 1, 100_000_000)?,
-            sse_max_total: parse_number("SSE_MAX_TOTAL", read("SSE_MAX_TOTAL"), 50_000, 1, 10_000_000)?,
+            join_limit_per_min: parse_number(
+                "JOIN_LIMIT_PER_MIN",
+                read("JOIN_LIMIT_PER_MIN"),
+                120,
+                1,
+                100_000_000,
+            )?,
+            sse_max_total: parse_number(
+                "SSE_MAX_TOTAL",
+                read("SSE_MAX_TOTAL"),
+                50_000,
+                1,
+                10_000_000,
+            )?,
             sse_per_ip: parse_number("SSE_PER_IP", read("SSE_PER_IP"), 20, 1, 1_000_000)?,
             room_cookie_cap: parse_number("ROOM_COOKIE_CAP", read("ROOM_COOKIE_CAP"), 8, 1, 50)?,
-            shutdown_drain_sec: parse_number("SHUTDOWN_DRAIN_SEC", read("SHUTDOWN_DRAIN_SEC"), 10, 0, 600)?,
+            shutdown_drain_sec: parse_number(
+                "SHUTDOWN_DRAIN_SEC",
+                read("SHUTDOWN_DRAIN_SEC"),
+                10,
+                0,
+                600,
+            )?,
         })
     }
 
@@ -183,7 +242,11 @@ impl Config {
 
     /// The keyring built from SECRET, SECRET_PREVIOUS and TOKEN_SIGN_V2.
     pub fn keyring(&self) -> Keyring {
-        Keyring::new(self.secret.clone(), self.secret_previous.clone(), self.token_sign_v2)
+        Keyring::new(
+            self.secret.clone(),
+            self.secret_previous.clone(),
+            self.token_sign_v2,
+        )
     }
 
     pub fn admin_key(&self) -> &SecretString {
@@ -235,7 +298,8 @@ impl Config {
             warnings.push("SECRET is unset: tokens are signed with a random per-boot secret and every place is lost on restart".to_owned());
         }
         if self.uses_default_admin_key() {
-            warnings.push("ADMIN_KEY is the default key: the server only binds loopback".to_owned());
+            warnings
+                .push("ADMIN_KEY is the default key: the server only binds loopback".to_owned());
         }
         if self.store == StoreKind::Memory {
             warnings.push("STORE=memory keeps nothing across a restart".to_owned());
@@ -244,7 +308,12 @@ impl Config {
     }
 }
 
-fn parse_host(var: &'static str, value: Option<String>, default: IpAddr, default_key: bool) -> Result<IpAddr, ConfigError> {
+fn parse_host(
+    var: &'static str,
+    value: Option<String>,
+    default: IpAddr,
+    default_key: bool,
+) -> Result<IpAddr, ConfigError> {
     let ip = match value.as_deref().map(str::trim) {
         None => default,
         Some("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -257,7 +326,9 @@ fn parse_host(var: &'static str, value: Option<String>, default: IpAddr, default
     if default_key && !ip.is_loopback() {
         return Err(invalid(
             var,
-            format!("{ip} is not loopback, and ADMIN_KEY is the default key; set ADMIN_KEY to a long random key to listen beyond this machine"),
+            format!(
+                "{ip} is not loopback, and ADMIN_KEY is the default key; set ADMIN_KEY to a long random key to listen beyond this machine"
+            ),
         ));
     }
     Ok(ip)
@@ -280,11 +351,19 @@ fn parse_flag(var: &'static str, value: Option<String>) -> Result<bool, ConfigEr
     }
 }
 
-fn parse_number<T>(var: &'static str, value: Option<String>, default: T, min: T, max: T) -> Result<T, ConfigError>
+fn parse_number<T>(
+    var: &'static str,
+    value: Option<String>,
+    default: T,
+    min: T,
+    max: T,
+) -> Result<T, ConfigError>
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
-    let Some(text) = value else { return Ok(default) };
+    let Some(text) = value else {
+        return Ok(default);
+    };
     let number: T = text
         .trim()
         .parse()
@@ -351,14 +430,31 @@ mod tests {
     #[test]
     fn production_requires_the_durable_store_and_a_secret() {
         let key = ("ADMIN_KEY", "a-long-random-key");
-        assert_eq!(config(&[("NODE_ENV", "production"), key]).unwrap_err().var, "STORE");
-        assert_eq!(config(&[("QM_ENV", "production"), key, ("STORE", "valkey")]).unwrap_err().var, "SECRET");
-        assert_eq!(config(&[("QM_ENV", "production"), ("STORE", "valkey")]).unwrap_err().var, "ADMIN_KEY");
+        assert_eq!(
+            config(&[("NODE_ENV", "production"), key]).unwrap_err().var,
+            "STORE"
+        );
+        assert_eq!(
+            config(&[("QM_ENV", "production"), key, ("STORE", "valkey")])
+                .unwrap_err()
+                .var,
+            "SECRET"
+        );
+        assert_eq!(
+            config(&[("QM_ENV", "production"), ("STORE", "valkey")])
+                .unwrap_err()
+                .var,
+            "ADMIN_KEY"
+        );
     }
 
     #[test]
     fn secrets_never_appear_in_the_public_view() {
-        let config = config(&[("SECRET", "0123456789abcdef-secret"), ("ADMIN_KEY", "super-secret-admin")]).unwrap();
+        let config = config(&[
+            ("SECRET", "0123456789abcdef-secret"),
+            ("ADMIN_KEY", "super-secret-admin"),
+        ])
+        .unwrap();
         let text = config.public_json().to_string();
         assert!(!text.contains("0123456789abcdef-secret"));
         assert!(!text.contains("super-secret-admin"));

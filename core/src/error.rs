@@ -142,7 +142,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into(), retry_after_sec: None }
+        ApiError {
+            code,
+            message: message.into(),
+            retry_after_sec: None,
+        }
     }
 
     pub fn with_retry_after(mut self, seconds: u64) -> Self {

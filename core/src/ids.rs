@@ -13,7 +13,9 @@ pub const ROOM_ID_MAX_LEN: usize = 64;
 pub fn is_valid_room_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= ROOM_ID_MAX_LEN
-        && id.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
 }
 
 /// A fresh ownership session id: 32 random bytes, base64url (43 characters).
@@ -26,7 +28,9 @@ pub fn new_session_id() -> String {
 /// Whether a presented session id has the spec's shape (16–128 characters, cookie-safe).
 pub fn is_valid_session_id(id: &str) -> bool {
     (16..=128).contains(&id.len())
-        && id.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
 }
 
 /// Lowercase hex SHA-256 of a session id: what binds a place to its browser engine-side.

@@ -7,7 +7,7 @@ pub mod config;
 pub mod error;
 pub mod eta;
 pub mod ids;
-// room: see room.rs
+pub mod room;
 pub mod token;
 
 pub use error::{ApiError, ErrorCode};

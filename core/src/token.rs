@@ -73,7 +73,11 @@ impl KeySet {
     }
 
     fn purpose_key(&self, purpose: Purpose) -> Vec<u8> {
-        hkdf_bytes(self.secret.expose_secret().as_bytes(), purpose.hkdf_info(), 32)
+        hkdf_bytes(
+            self.secret.expose_secret().as_bytes(),
+            purpose.hkdf_info(),
+            32,
+        )
     }
 }
 
@@ -82,7 +86,8 @@ fn hkdf_bytes(secret: &[u8], info: &[u8], len: usize) -> Vec<u8> {
     let hkdf = Hkdf::<Sha256>::new(Some(&[]), secret);
     let mut out = vec![0u8; len];
     // `expand` fails only for lengths above 255 * 32 bytes; ours are 4 and 32.
-    hkdf.expand(info, &mut out).expect("hkdf output length is small");
+    hkdf.expand(info, &mut out)
+        .expect("hkdf output length is small");
     out
 }
 
@@ -104,7 +109,10 @@ impl std::fmt::Debug for Keyring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Keyring")
             .field("kid", &self.current.kid)
-            .field("previous_kid", &self.previous.as_ref().map(|set| set.kid.as_str()))
+            .field(
+                "previous_kid",
+                &self.previous.as_ref().map(|set| set.kid.as_str()),
+            )
             .field("sign_v2", &self.sign_v2)
             .finish()
     }
@@ -112,7 +120,11 @@ impl std::fmt::Debug for Keyring {
 
 impl Keyring {
     pub fn new(secret: SecretString, previous: Option<SecretString>, sign_v2: bool) -> Self {
-        Keyring { current: KeySet::new(secret), previous: previous.map(KeySet::new), sign_v2 }
+        Keyring {
+            current: KeySet::new(secret),
+            previous: previous.map(KeySet::new),
+            sign_v2,
+        }
     }
 
     /// The key id of the current SECRET (lowercase hex, 8 characters).
@@ -148,15 +160,22 @@ impl Keyring {
         if encoded.is_empty() || signature.contains('.') {
             return Err(TokenError::Malformed);
         }
-        let signature = URL_SAFE_NO_PAD.decode(signature).map_err(|_| TokenError::Malformed)?;
-        let json = URL_SAFE_NO_PAD.decode(encoded).map_err(|_| TokenError::Malformed)?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature)
+            .map_err(|_| TokenError::Malformed)?;
+        let json = URL_SAFE_NO_PAD
+            .decode(encoded)
+            .map_err(|_| TokenError::Malformed)?;
         let payload: Map<String, Value> =
             serde_json::from_slice(&json).map_err(|_| TokenError::Malformed)?;
 
         let sets = std::iter::once(&self.current).chain(self.previous.as_ref());
         let verified = match payload.get("kid") {
             Some(Value::String(kid)) => {
-                let set = sets.into_iter().find(|set| &set.kid == kid).ok_or(TokenError::UnknownKid)?;
+                let set = sets
+                    .into_iter()
+                    .find(|set| &set.kid == kid)
+                    .ok_or(TokenError::UnknownKid)?;
                 constant_time_eq(&mac(&set.purpose_key(purpose), encoded), &signature)
             }
             Some(_) => return Err(TokenError::UnknownKid),
@@ -164,7 +183,11 @@ impl Keyring {
                 .into_iter()
                 .any(|set| constant_time_eq(&mac(set.legacy_key(), encoded), &signature)),
         };
-        if verified { Ok(payload) } else { Err(TokenError::BadSignature) }
+        if verified {
+            Ok(payload)
+        } else {
+            Err(TokenError::BadSignature)
+        }
     }
 
     /// Signs a visitor place.
@@ -228,7 +251,10 @@ impl VisitorClaims {
     }
 
     fn from_payload(payload: &Map<String, Value>) -> Result<Self, TokenError> {
-        let room_id = payload.get("r").and_then(Value::as_str).ok_or(TokenError::BadPayload)?;
+        let room_id = payload
+            .get("r")
+            .and_then(Value::as_str)
+            .ok_or(TokenError::BadPayload)?;
         if !crate::ids::is_valid_room_id(room_id) {
             return Err(TokenError::BadPayload);
         }
@@ -245,8 +271,16 @@ impl VisitorClaims {
             .and_then(Value::as_u64)
             .filter(|g| *g >= 1)
             .ok_or(TokenError::BadPayload)?;
-        let iat = payload.get("iat").and_then(Value::as_i64).ok_or(TokenError::BadPayload)?;
-        Ok(VisitorClaims { room_id: room_id.to_owned(), place, generation, iat })
+        let iat = payload
+            .get("iat")
+            .and_then(Value::as_i64)
+            .ok_or(TokenError::BadPayload)?;
+        Ok(VisitorClaims {
+            room_id: room_id.to_owned(),
+            place,
+            generation,
+            iat,
+        })
     }
 
     /// Reads the payload of a token without verifying it. Only for decisions that grant
@@ -313,15 +347,26 @@ mod tests {
         // A v2 keyring still verifies legacy tokens, and the other way round.
         let legacy = Keyring::new(secret("s1"), None, false).sign_visitor(&claims(NOW));
         let v2 = Keyring::new(secret("s1"), None, true).sign_visitor(&claims(NOW));
-        assert!(Keyring::new(secret("s1"), None, true).verify_visitor(&legacy, NOW, 60).is_ok());
-        assert!(Keyring::new(secret("s1"), None, false).verify_visitor(&v2, NOW, 60).is_ok());
+        assert!(
+            Keyring::new(secret("s1"), None, true)
+                .verify_visitor(&legacy, NOW, 60)
+                .is_ok()
+        );
+        assert!(
+            Keyring::new(secret("s1"), None, false)
+                .verify_visitor(&v2, NOW, 60)
+                .is_ok()
+        );
     }
 
     #[test]
     fn v2_purposes_are_never_interchangeable() {
         let keyring = Keyring::new(secret("s1"), None, true);
         let token = keyring.sign(Purpose::Monitor, &claims(NOW).to_payload());
-        assert_eq!(keyring.verify(Purpose::Visitor, &token), Err(TokenError::BadSignature));
+        assert_eq!(
+            keyring.verify(Purpose::Visitor, &token),
+            Err(TokenError::BadSignature)
+        );
         assert!(keyring.verify(Purpose::Monitor, &token).is_ok());
     }
 
@@ -329,7 +374,10 @@ mod tests {
     fn unknown_kid_is_refused() {
         let other = Keyring::new(secret("another"), None, true).sign_visitor(&claims(NOW));
         let keyring = Keyring::new(secret("s1"), None, true);
-        assert_eq!(keyring.verify_visitor(&other, NOW, 60), Err(TokenError::UnknownKid));
+        assert_eq!(
+            keyring.verify_visitor(&other, NOW, 60),
+            Err(TokenError::UnknownKid)
+        );
     }
 
     #[test]
@@ -351,7 +399,10 @@ mod tests {
         let keyring = Keyring::new(secret("s1"), None, false);
         let token = keyring.sign_visitor(&claims(NOW));
         assert!(keyring.verify_visitor(&token, NOW + 60_000, 60).is_ok());
-        assert_eq!(keyring.verify_visitor(&token, NOW + 60_001, 60), Err(TokenError::TooOld));
+        assert_eq!(
+            keyring.verify_visitor(&token, NOW + 60_001, 60),
+            Err(TokenError::TooOld)
+        );
         assert!(keyring.verify_visitor(&token, NOW - 60_000, 60).is_ok());
         assert_eq!(
             keyring.verify_visitor(&token, NOW - 60_001, 60),
@@ -364,27 +415,51 @@ mod tests {
         let keyring = Keyring::new(secret("s1"), None, false);
         let token = keyring.sign_visitor(&claims(NOW));
         let (payload, signature) = token.split_once('.').unwrap();
-        let forged = format!("{}.{signature}", URL_SAFE_NO_PAD.encode(br#"{"r":"launch","n":1,"g":3,"iat":1700000000000}"#));
-        assert_eq!(keyring.verify_visitor(&forged, NOW, 60), Err(TokenError::BadSignature));
-        assert_eq!(keyring.verify_visitor(payload, NOW, 60), Err(TokenError::Malformed));
-        assert_eq!(keyring.verify_visitor("", NOW, 60), Err(TokenError::Malformed));
-        assert_eq!(keyring.verify_visitor("a.b.c", NOW, 60), Err(TokenError::Malformed));
+        let forged = format!(
+            "{}.{signature}",
+            URL_SAFE_NO_PAD.encode(br#"{"r":"launch","n":1,"g":3,"iat":1700000000000}"#)
+        );
+        assert_eq!(
+            keyring.verify_visitor(&forged, NOW, 60),
+            Err(TokenError::BadSignature)
+        );
+        assert_eq!(
+            keyring.verify_visitor(payload, NOW, 60),
+            Err(TokenError::Malformed)
+        );
+        assert_eq!(
+            keyring.verify_visitor("", NOW, 60),
+            Err(TokenError::Malformed)
+        );
+        assert_eq!(
+            keyring.verify_visitor("a.b.c", NOW, 60),
+            Err(TokenError::Malformed)
+        );
 
         let mut both = claims(NOW).to_payload();
         both.insert("q".into(), Value::from(1));
         let token = keyring.sign(Purpose::Visitor, &both);
-        assert_eq!(keyring.verify_visitor(&token, NOW, 60), Err(TokenError::BadPayload));
+        assert_eq!(
+            keyring.verify_visitor(&token, NOW, 60),
+            Err(TokenError::BadPayload)
+        );
 
         let mut zero_generation = claims(NOW).to_payload();
         zero_generation.insert("g".into(), Value::from(0));
         let token = keyring.sign(Purpose::Visitor, &zero_generation);
-        assert_eq!(keyring.verify_visitor(&token, NOW, 60), Err(TokenError::BadPayload));
+        assert_eq!(
+            keyring.verify_visitor(&token, NOW, 60),
+            Err(TokenError::BadPayload)
+        );
     }
 
     #[test]
     fn pre_queue_handles_are_carried_as_q() {
         let keyring = Keyring::new(secret("s1"), None, false);
-        let handle = VisitorClaims { place: VisitorPlace::Handle(9), ..claims(NOW) };
+        let handle = VisitorClaims {
+            place: VisitorPlace::Handle(9),
+            ..claims(NOW)
+        };
         let token = keyring.sign_visitor(&handle);
         assert_eq!(keyring.verify_visitor(&token, NOW, 60), Ok(handle));
     }

@@ -1,1 +1,125 @@
-//! placeholder until written
+//! The engine: every piece of queue state (rooms, tickets, passes, outflow) behind the
+//! `qm.engine.v1.Engine` gRPC API. The gateway and the admin process are its only callers; they
+//! verify credentials at the edge and hand it verified facts.
+//!
+//! - [`domain`]: the pure room state machine, changed only by applying events.
+//! - [`store`]: the `Store` trait, atomic room-scoped operations; [`memory`] implements it.
+//! - `service`: the tonic service over a store; `outflow`: the per-second ticker.
+//!
+//! [`EngineApp::run`] serves the engine and the standard gRPC health service on a bound
+//! listener until the shutdown future resolves, then ends Watch streams, stops the ticker and
+//! drains within `SHUTDOWN_DRAIN_SEC`.
+
+pub mod domain;
+pub mod memory;
+mod outflow;
+mod service;
+mod shutdown;
+pub mod store;
+mod view;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use qm_core::config::{Config, StoreKind};
+use qm_proto::engine::engine_server::EngineServer;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic_health::ServingStatus;
+
+pub use memory::MemoryStore;
+pub use store::Store;
+
+use crate::service::EngineService;
+use crate::shutdown::stopped;
+
+/// Why the engine could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("STORE={0} is not built yet; run with STORE=memory")]
+    StoreNotBuilt(&'static str),
+    #[error("grpc server failed: {0}")]
+    Server(#[from] tonic::transport::Error),
+}
+
+/// A configured engine, ready to serve.
+pub struct EngineApp {
+    config: Arc<Config>,
+    store: Arc<dyn Store>,
+}
+
+impl EngineApp {
+    /// Builds the engine on the configured store.
+    pub fn new(config: Arc<Config>) -> Result<EngineApp, EngineError> {
+        let store: Arc<dyn Store> = match config.store {
+            StoreKind::Memory => Arc::new(MemoryStore::new()),
+            StoreKind::Valkey => {
+                return Err(EngineError::StoreNotBuilt(StoreKind::Valkey.as_str()));
+            }
+        };
+        Ok(EngineApp { config, store })
+    }
+
+    /// The store this engine serves (tests and embedding).
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, ends Watch streams and the
+    /// ticker, and gives in-flight calls `SHUTDOWN_DRAIN_SEC` to finish.
+    pub async fn run(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), EngineError> {
+        let (stop_sender, stop) = watch::channel(false);
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health.set_serving::<EngineServer<EngineService>>().await;
+
+        let ticker = tokio::spawn(outflow::run_ticker(self.store.clone(), stop.clone()));
+        let relay_health = health.clone();
+        let relay = tokio::spawn(async move {
+            shutdown.await;
+            tracing::info!("engine stopping");
+            relay_health
+                .set_service_status("", ServingStatus::NotServing)
+                .await;
+            relay_health
+                .set_not_serving::<EngineServer<EngineService>>()
+                .await;
+            stop_sender.send_replace(true);
+            // Keep the sender alive until the server is done, so receivers read "stopped", not "gone".
+            std::future::pending::<()>().await;
+        });
+
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let engine = EngineServer::new(EngineService::new(self.store.clone(), stop.clone()));
+        let mut server_stop = stop.clone();
+        let server = Server::builder()
+            .add_service(health_service)
+            .add_service(engine)
+            .serve_with_incoming_shutdown(incoming, async move { stopped(&mut server_stop).await });
+
+        let drain = Duration::from_secs(self.config.shutdown_drain_sec);
+        let mut drain_stop = stop.clone();
+        let result = tokio::select! {
+            result = server => result.map_err(EngineError::from),
+            () = async { stopped(&mut drain_stop).await; tokio::time::sleep(drain).await } => {
+                tracing::warn!(drain_sec = drain.as_secs(), "engine drain timed out; closing remaining calls");
+                Ok(())
+            }
+        };
+        relay.abort();
+        if tokio::time::timeout(Duration::from_secs(1), ticker)
+            .await
+            .is_err()
+        {
+            tracing::warn!("outflow ticker did not stop in time");
+        }
+        tracing::info!("engine stopped");
+        result
+    }
+}

@@ -1,1 +1,196 @@
-//! placeholder until written
+//! The gateway process: the public contract over HTTP. Visitor routes (join, status, the event
+//! stream), the door check, readiness, the waiting page and its assets. It holds no queue state:
+//! every decision is an engine call over gRPC; the gateway verifies and signs visitor tokens,
+//! keeps per-process limits, and fans each room's engine `Watch` stream out to its listeners.
+
+mod check;
+mod cookies;
+mod error;
+mod events;
+mod health;
+mod hub;
+mod pages;
+mod places;
+mod rate_limit;
+mod request;
+mod status_body;
+mod visitor;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
+use http::{HeaderValue, StatusCode};
+use qm_core::clock::now_ms;
+use qm_core::config::Config;
+use qm_core::token::Keyring;
+use qm_proto::EngineClient;
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+pub use error::AppError;
+
+use crate::hub::RoomHubs;
+use crate::places::TokenCheck;
+use crate::rate_limit::{JoinRateLimiter, StreamLimits};
+
+/// Cheap handles shared by every handler.
+#[derive(Clone)]
+pub(crate) struct GatewayState {
+    pub(crate) config: Arc<Config>,
+    /// Built once: deriving the v2 keys costs HKDF work that no request should repeat.
+    pub(crate) keyring: Arc<Keyring>,
+    pub(crate) engine: EngineClient,
+    /// Channel for the engine's gRPC health service, for readiness.
+    pub(crate) engine_health: Channel,
+    pub(crate) join_limiter: Arc<JoinRateLimiter>,
+    pub(crate) stream_limits: Arc<StreamLimits>,
+    pub(crate) hubs: Arc<RoomHubs>,
+    /// Turns true when the process stops: open event streams end on it.
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+impl GatewayState {
+    /// Token verification at the current time.
+    pub(crate) fn token_check(&self) -> TokenCheck<'_> {
+        self.token_check_at(now_ms())
+    }
+
+    pub(crate) fn token_check_at(&self, now_ms: i64) -> TokenCheck<'_> {
+        TokenCheck {
+            keyring: &self.keyring,
+            now_ms,
+            max_age_sec: self.config.token_max_age_sec,
+        }
+    }
+}
+
+/// The gateway HTTP application, ready to serve on a listener.
+pub struct GatewayApp {
+    state: GatewayState,
+    stopping: watch::Sender<bool>,
+}
+
+impl GatewayApp {
+    pub fn new(config: Arc<Config>, engine: EngineClient, engine_health: Channel) -> GatewayApp {
+        let (stopping, shutdown) = watch::channel(false);
+        let state = GatewayState {
+            keyring: Arc::new(config.keyring()),
+            join_limiter: Arc::new(JoinRateLimiter::per_minute(config.join_limit_per_min)),
+            stream_limits: StreamLimits::new(config.sse_max_total, config.sse_per_ip),
+            hubs: RoomHubs::new(engine.clone(), shutdown.clone()),
+            config,
+            engine,
+            engine_health,
+            shutdown,
+        };
+        GatewayApp { state, stopping }
+    }
+
+    /// Every route of the gateway.
+    pub fn router(&self) -> Router {
+        let contract = contract_routes();
+        Router::new()
+            .nest("/api/v1", contract.clone())
+            .nest("/api", contract)
+            // The bare alias every open waiting page holds an EventSource on (permanent).
+            .route(
+                "/events",
+                get(events::events).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+            )
+            .route("/healthz", get(health::health))
+            .route("/w/{room_id}", get(pages::waiting_page))
+            .route("/assets/{name}", get(pages::asset))
+            .route("/__qm/assets/{name}", get(pages::asset))
+            .method_not_allowed_fallback(error::method_not_allowed)
+            .fallback(error::not_found)
+            .with_state(self.state.clone())
+    }
+
+    /// Serves until `shutdown` resolves: then open event streams end, new connections are
+    /// refused, and open requests drain for at most SHUTDOWN_DRAIN_SEC.
+    pub async fn run(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
+        let router = self.router();
+        let stopping = self.stopping;
+        let mut stopped = stopping.subscribe();
+        let server = axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // Streams see this first and end, so the graceful drain is not held open by them.
+            stopping.send_replace(true);
+        });
+        let server = tokio::spawn(async move { server.await });
+        tokio::pin!(server);
+        tokio::select! {
+            result = &mut server => return flatten(result),
+            _ = stopped.wait_for(|stopping| *stopping) => {}
+        }
+        match tokio::time::timeout(drain, &mut server).await {
+            Ok(result) => flatten(result),
+            Err(_) => {
+                tracing::warn!(
+                    drain_sec = drain.as_secs(),
+                    "gateway drain timed out, closing open connections"
+                );
+                server.abort();
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The contract routes, served under both `/api/v1` and `/api`: the same handlers, so the two
+/// answer byte for byte alike.
+fn contract_routes() -> Router<GatewayState> {
+    Router::new()
+        .route(
+            "/join",
+            post(visitor::join).merge(same_origin_preflight("POST, OPTIONS")),
+        )
+        .route(
+            "/status",
+            get(visitor::status).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route(
+            "/events",
+            get(events::events).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route("/check", get(check::check).options(check::check_preflight))
+        .route(
+            "/health",
+            get(health::health).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route(
+            "/version",
+            get(health::version).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .method_not_allowed_fallback(error::method_not_allowed)
+}
+
+/// OPTIONS on a same-origin route: the verbs it takes, and never an allowed origin, exactly as
+/// the real method answers.
+fn same_origin_preflight(allow: &'static str) -> MethodRouter<GatewayState> {
+    axum::routing::options(move || async move {
+        let mut response: Response = StatusCode::NO_CONTENT.into_response();
+        response
+            .headers_mut()
+            .insert(http::header::ALLOW, HeaderValue::from_static(allow));
+        response
+    })
+}
+
+fn flatten(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::io::Result<()> {
+    result.map_err(std::io::Error::other)?
+}

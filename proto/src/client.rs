@@ -33,3 +33,20 @@ pub fn channel_lazy(addr: SocketAddr) -> Channel {
         .timeout(Duration::from_secs(2))
         .connect_lazy()
 }
+
+/// Whether the engine answers the standard gRPC health check as SERVING. The error says what
+/// is wrong in words an operator can act on (it appears in readiness bodies).
+pub async fn engine_ready(channel: Channel) -> Result<(), String> {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+
+    let request = HealthCheckRequest {
+        service: String::new(),
+    };
+    match HealthClient::new(channel).check(request).await {
+        Ok(reply) if reply.get_ref().status == ServingStatus::Serving as i32 => Ok(()),
+        Ok(_) => Err("engine reports not serving".to_owned()),
+        Err(status) => Err(format!("engine unreachable: {}", status.message())),
+    }
+}

@@ -43,7 +43,14 @@ mod tests {
     use super::*;
 
     fn view(head: u64, next_ticket: u64, holes: Vec<u64>) -> RoomView {
-        RoomView { exists: true, generation: 7, head, next_ticket, holes, ..Default::default() }
+        RoomView {
+            exists: true,
+            generation: 7,
+            head,
+            next_ticket,
+            holes,
+            ..Default::default()
+        }
     }
 
     #[test]

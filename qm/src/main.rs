@@ -1,1 +1,181 @@
-fn main() {}
+//! The `qm` binary. It only parses the target and wires the components: the logic lives in the
+//! `qm-engine`, `qm-gateway` and `qm-admin` libraries. `qm` alone runs `qm all`.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use qm_core::config::{Config, ProcessEnv};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+#[derive(Parser)]
+#[command(name = "qm", version, about = "Queue Manager: a virtual waiting room")]
+struct Cli {
+    #[command(subcommand)]
+    target: Option<Target>,
+}
+
+#[derive(Subcommand, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// Engine, gateway and admin in one process (they still talk gRPC over loopback).
+    All,
+    /// The engine: all state, gRPC on ENGINE_ADDR.
+    Engine,
+    /// The public visitor contract on HOST:PORT.
+    Gateway,
+    /// The operator API on ADMIN_HOST:ADMIN_PORT.
+    Admin,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    init_logging();
+    let target = Cli::parse().target.unwrap_or(Target::All);
+    let config = match Config::from_source(&ProcessEnv) {
+        Ok(config) => Arc::new(config),
+        Err(error) => {
+            eprintln!("qm: configuration error: {error}");
+            std::process::exit(2);
+        }
+    };
+    for warning in config.warnings() {
+        tracing::warn!(%warning, "configuration");
+    }
+
+    let shutdown = Shutdown::install();
+    let mut tasks = tokio::task::JoinSet::new();
+
+    // The engine first: the gateway and admin connect to the address it actually bound.
+    let mut engine_addr = config.engine_addr;
+    if matches!(target, Target::All | Target::Engine) {
+        let listener = bind(engine_addr, "ENGINE_ADDR").await?;
+        engine_addr = listener.local_addr()?;
+        let engine = qm_engine::EngineApp::new(config.clone())
+            .map_err(|error| anyhow::anyhow!("engine: {error}"))?;
+        tracing::info!(addr = %engine_addr, "engine listening (grpc)");
+        let stop = shutdown.signal();
+        tasks.spawn(async move {
+            engine
+                .run(listener, stop)
+                .await
+                .map_err(|error| anyhow::anyhow!("engine: {error}"))
+        });
+    }
+    if matches!(target, Target::All | Target::Gateway) {
+        let listener = bind(config.gateway_addr, "HOST/PORT").await?;
+        tracing::info!(addr = %listener.local_addr()?, "gateway listening (http)");
+        let gateway = qm_gateway::GatewayApp::new(
+            config.clone(),
+            qm_proto::connect_lazy(engine_addr),
+            qm_proto::client::channel_lazy(engine_addr),
+        );
+        let stop = shutdown.signal();
+        tasks.spawn(async move { gateway.run(listener, stop).await.context("gateway") });
+    }
+    if matches!(target, Target::All | Target::Admin) {
+        let listener = bind(config.admin_addr, "ADMIN_HOST/ADMIN_PORT").await?;
+        tracing::info!(addr = %listener.local_addr()?, "admin listening (http)");
+        let admin = qm_admin::AdminApp::new(
+            config.clone(),
+            qm_proto::connect_lazy(engine_addr),
+            qm_proto::client::channel_lazy(engine_addr),
+        );
+        let stop = shutdown.signal();
+        tasks.spawn(async move { admin.run(listener, stop).await.context("admin") });
+    }
+
+    // A component that stops on its own stops the others: a half-running `qm all` helps nobody.
+    let mut outcome = Ok(());
+    while let Some(joined) = tasks.join_next().await {
+        let result = joined
+            .context("component panicked")
+            .and_then(|result| result);
+        if let Err(error) = &result {
+            tracing::error!(error = %format!("{error:#}"), "component stopped");
+        }
+        if outcome.is_ok() {
+            outcome = result;
+        }
+        shutdown.trigger();
+    }
+    tracing::info!("stopped");
+    outcome
+}
+
+async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} ({what})"))
+}
+
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("LOG_LEVEL")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    if std::env::var("LOG_FORMAT").is_ok_and(|format| format == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// One shutdown signal for every component: ctrl-c, SIGTERM, or a component stopping.
+struct Shutdown {
+    sender: watch::Sender<bool>,
+}
+
+impl Shutdown {
+    fn install() -> Shutdown {
+        let (sender, _) = watch::channel(false);
+        let trigger = sender.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutdown signal received, draining");
+            trigger.send_replace(true);
+        });
+        Shutdown { sender }
+    }
+
+    fn trigger(&self) {
+        self.sender.send_replace(true);
+    }
+
+    /// A future that resolves once shutdown has been asked for.
+    fn signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut receiver = self.sender.subscribe();
+        async move {
+            // An error means the sender is gone, which also means: stop.
+            let _ = receiver.wait_for(|stopping| *stopping).await;
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+}

@@ -1,1 +1,328 @@
-//! placeholder until written
+//! The test harness: [`spawn_app`] starts the real engine, gateway and admin on ephemeral
+//! loopback ports inside the test process (they still talk gRPC to each other), and gives the
+//! test HTTP helpers to speak to them as a browser, a connector or an operator would.
+
+pub mod sse;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use qm_core::config::Config;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use sse::SseStream;
+
+/// The admin key every spawned app uses unless a test overrides ADMIN_KEY.
+pub const TEST_ADMIN_KEY: &str = "test-admin-key-0123";
+
+/// One running set of components.
+pub struct TestApp {
+    /// `http://127.0.0.1:<port>` of the gateway.
+    pub gateway: String,
+    /// `http://127.0.0.1:<port>` of the admin process.
+    pub admin: String,
+    pub engine_addr: SocketAddr,
+    pub config: Arc<Config>,
+    /// A client without a cookie store: tests pass cookies explicitly.
+    pub http: reqwest::Client,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Starts every component with the test defaults.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// Starts every component, with `overrides` on top of the test defaults (a map, never the
+/// process environment, so tests run in parallel).
+pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
+    let mut env: HashMap<String, String> = [
+        ("SECRET", "integration-test-secret-0123456789"),
+        ("ADMIN_KEY", TEST_ADMIN_KEY),
+        ("PUBLIC_API_KEY", "public-api-key-0123"),
+        ("JOIN_LIMIT_PER_MIN", "100000000"),
+        ("SHUTDOWN_DRAIN_SEC", "2"),
+    ]
+    .into_iter()
+    .map(|(key, value)| (key.to_owned(), value.to_owned()))
+    .collect();
+    for (key, value) in overrides {
+        env.insert((*key).to_owned(), (*value).to_owned());
+    }
+    let config = Arc::new(Config::from_source(&env).expect("test configuration is valid"));
+    let (stop, _) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    let engine_listener = bind().await;
+    let engine_addr = engine_listener
+        .local_addr()
+        .expect("bound listener has an address");
+    let engine = qm_engine::EngineApp::new(config.clone()).expect("engine builds");
+    let signal = stop_signal(&stop);
+    tasks.push(tokio::spawn(async move {
+        if let Err(error) = engine.run(engine_listener, signal).await {
+            panic!("engine stopped: {error}");
+        }
+    }));
+
+    let gateway_listener = bind().await;
+    let gateway = format!("http://{}", gateway_listener.local_addr().expect("address"));
+    let gateway_app = qm_gateway::GatewayApp::new(
+        config.clone(),
+        qm_proto::connect_lazy(engine_addr),
+        qm_proto::client::channel_lazy(engine_addr),
+    );
+    let signal = stop_signal(&stop);
+    tasks.push(tokio::spawn(async move {
+        let _ = gateway_app.run(gateway_listener, signal).await;
+    }));
+
+    let admin_listener = bind().await;
+    let admin = format!("http://{}", admin_listener.local_addr().expect("address"));
+    let admin_app = qm_admin::AdminApp::new(
+        config.clone(),
+        qm_proto::connect_lazy(engine_addr),
+        qm_proto::client::channel_lazy(engine_addr),
+    );
+    let signal = stop_signal(&stop);
+    tasks.push(tokio::spawn(async move {
+        let _ = admin_app.run(admin_listener, signal).await;
+    }));
+
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(512)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("http client builds");
+    let app = TestApp {
+        gateway,
+        admin,
+        engine_addr,
+        config,
+        http,
+        stop,
+        tasks,
+    };
+    app.wait_ready().await;
+    app
+}
+
+async fn bind() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind an ephemeral loopback port")
+}
+
+fn stop_signal(stop: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
+    let mut receiver = stop.subscribe();
+    async move {
+        let _ = receiver.wait_for(|stopping| *stopping).await;
+    }
+}
+
+/// A room body with the fields every test room needs; `extra` overrides or adds fields.
+pub fn room_body(id: &str, rate_per_minute: u32, extra: Value) -> Value {
+    let mut body = json!({
+        "id": id,
+        "name": format!("Room {id}"),
+        "targetUrl": "https://shop.example/checkout",
+        "ratePerMinute": rate_per_minute,
+        "queueMaxPerIp": null,
+    });
+    if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+        for (key, value) in extra {
+            body.insert(key.clone(), value.clone());
+        }
+    }
+    body
+}
+
+/// A parsed HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Reply {
+    async fn read(response: reqwest::Response) -> Reply {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
+    /// The `code` of an `{error, code}` body.
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    /// Every Set-Cookie header as `name=value; attributes`.
+    pub fn set_cookies(&self) -> Vec<String> {
+        self.headers
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok().map(str::to_owned))
+            .collect()
+    }
+
+    /// The value a Set-Cookie header gives cookie `name`, if any.
+    pub fn cookie(&self, name: &str) -> Option<String> {
+        self.set_cookies().iter().find_map(|cookie| {
+            let (pair, _) = cookie.split_once(';').unwrap_or((cookie, ""));
+            let (key, value) = pair.split_once('=')?;
+            (key.trim() == name).then(|| value.trim().to_owned())
+        })
+    }
+}
+
+impl TestApp {
+    /// Waits until both HTTP processes report ready.
+    async fn wait_ready(&self) {
+        for _ in 0..200 {
+            let gateway = self.get(&format!("{}/healthz", self.gateway)).await.status;
+            let admin = self.get(&format!("{}/healthz", self.admin)).await.status;
+            if gateway == 200 && admin == 200 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("components did not become ready within 5 s");
+    }
+
+    pub async fn get(&self, url: &str) -> Reply {
+        Reply::read(
+            self.http
+                .get(url)
+                .send()
+                .await
+                .expect("request reaches the server"),
+        )
+        .await
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Reply {
+        Reply::read(request.send().await.expect("request reaches the server")).await
+    }
+
+    /// An authenticated admin call: `method` on `/api/admin<path>`.
+    pub async fn admin_call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Reply {
+        let mut request = self
+            .http
+            .request(method, format!("{}/api/admin{path}", self.admin))
+            .bearer_auth(TEST_ADMIN_KEY);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        self.send(request).await
+    }
+
+    pub async fn admin_post(&self, path: &str, body: Value) -> Reply {
+        self.admin_call(reqwest::Method::POST, path, Some(body))
+            .await
+    }
+
+    /// Creates a room (or fails the test).
+    pub async fn create_room(&self, body: Value) -> Value {
+        let reply = self.admin_post("/rooms", body).await;
+        assert_eq!(reply.status, 200, "create room: {}", reply.text);
+        reply.body["room"].clone()
+    }
+
+    /// The admin object of one room.
+    pub async fn room(&self, id: &str) -> Value {
+        let reply = self
+            .admin_call(reqwest::Method::GET, &format!("/rooms/{id}"), None)
+            .await;
+        assert_eq!(reply.status, 200, "get room: {}", reply.text);
+        reply.body["room"].clone()
+    }
+
+    /// POST /api/join with an optional body token and Cookie header.
+    pub async fn join(&self, room_id: &str, token: Option<&str>, cookies: Option<&str>) -> Reply {
+        let mut body = json!({ "roomId": room_id });
+        if let Some(token) = token {
+            body["token"] = json!(token);
+        }
+        let mut request = self
+            .http
+            .post(format!("{}/api/join", self.gateway))
+            .json(&body);
+        if let Some(cookies) = cookies {
+            request = request.header(reqwest::header::COOKIE, cookies);
+        }
+        self.send(request).await
+    }
+
+    /// A fresh visitor joins; returns the reply and the Cookie header that browser would send.
+    pub async fn join_as_new_visitor(&self, room_id: &str) -> (Reply, String) {
+        let reply = self.join(room_id, None, None).await;
+        assert_eq!(reply.status, 200, "join: {}", reply.text);
+        let cookies = format!(
+            "qm_{room_id}={}; qms_{room_id}={}",
+            reply
+                .cookie(&format!("qm_{room_id}"))
+                .expect("qm_ cookie set"),
+            reply
+                .cookie(&format!("qms_{room_id}"))
+                .expect("qms_ cookie set"),
+        );
+        (reply, cookies)
+    }
+
+    /// GET /api/status?token=.
+    pub async fn status(&self, token: &str) -> Reply {
+        let request = self
+            .http
+            .get(format!("{}/api/status", self.gateway))
+            .query(&[("token", token)]);
+        self.send(request).await
+    }
+
+    /// Opens the visitor event stream at `path` (`/events`, `/api/events`, `/api/v1/events`).
+    pub async fn events(&self, path: &str, token: &str) -> Result<SseStream, Reply> {
+        let request = self
+            .http
+            .get(format!("{}{path}", self.gateway))
+            .query(&[("token", token)]);
+        SseStream::open(request).await
+    }
+
+    /// Stops every component and waits for them to finish.
+    pub async fn stop(mut self) {
+        self.stop.send_replace(true);
+        for task in self.tasks.drain(..) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}

@@ -1,1 +1,209 @@
-//! placeholder until written
+//! The pages and assets visitors see, embedded in the binary. Each linked asset is served under a
+//! content-hashed name (`waiting-<hash>.css`), so it can be cached forever: a new build links new
+//! names, and a page never mixes one build's markup with another build's script.
+
+use std::sync::LazyLock;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sha2::{Digest, Sha256};
+
+const WAITING_HTML: &str = include_str!("../assets/waiting.html");
+const WAITING_CSS: &str = include_str!("../assets/waiting.css");
+const WAITING_JS: &str = include_str!("../assets/waiting.js");
+const NOT_FOUND_HTML: &str = include_str!("../assets/not-found.html");
+
+/// Content type of the stylesheet.
+pub const CSS_CONTENT_TYPE: &str = "text/css; charset=utf-8";
+/// Content type of the scripts.
+pub const JS_CONTENT_TYPE: &str = "text/javascript; charset=utf-8";
+
+/// One embedded asset and the hashed file name it is served under.
+struct HashedAsset {
+    file_name: String,
+    content_type: &'static str,
+    body: &'static str,
+}
+
+impl HashedAsset {
+    fn new(
+        stem: &str,
+        extension: &str,
+        content_type: &'static str,
+        body: &'static str,
+    ) -> HashedAsset {
+        HashedAsset {
+            file_name: format!("{stem}-{}.{extension}", content_hash(body.as_bytes())),
+            content_type,
+            body,
+        }
+    }
+}
+
+/// Hashed once per process: the names are a pure function of the embedded files.
+static ASSETS: LazyLock<[HashedAsset; 2]> = LazyLock::new(|| {
+    [
+        HashedAsset::new("waiting", "css", CSS_CONTENT_TYPE, WAITING_CSS),
+        HashedAsset::new("waiting", "js", JS_CONTENT_TYPE, WAITING_JS),
+    ]
+});
+
+/// The spec's asset hash: the first 22 characters of the unpadded base64url SHA-256 of the file.
+pub fn content_hash(bytes: &[u8]) -> String {
+    let mut encoded = URL_SAFE_NO_PAD.encode(Sha256::digest(bytes));
+    encoded.truncate(22);
+    encoded
+}
+
+/// An asset by its served file name (`waiting-<hash>.css`): its content type and bytes.
+pub fn asset(name: &str) -> Option<(&'static str, &'static [u8])> {
+    ASSETS
+        .iter()
+        .find(|asset| asset.file_name == name)
+        .map(|asset| (asset.content_type, asset.body.as_bytes()))
+}
+
+/// Every hashed asset name this build serves, for logs and tests.
+pub fn asset_names() -> Vec<&'static str> {
+    ASSETS
+        .iter()
+        .map(|asset| asset.file_name.as_str())
+        .collect()
+}
+
+/// The served path of the waiting page's stylesheet.
+pub fn waiting_css_path() -> String {
+    format!("/assets/{}", ASSETS[0].file_name)
+}
+
+/// The served path of the waiting page's script.
+pub fn waiting_js_path() -> String {
+    format!("/assets/{}", ASSETS[1].file_name)
+}
+
+/// The waiting page for one room. `config_json` is what the script reads as `window.QM_CONFIG`
+/// (roomId, name, branding, ...); it travels in a JSON script element, never as inline code, so
+/// the page runs under a CSP without `unsafe-inline`.
+pub fn waiting_page(config_json: &serde_json::Value) -> String {
+    let title = page_title(config_json);
+    WAITING_HTML
+        .replace("{{TITLE}}", &escape_html(&title))
+        .replace("{{CSS_HREF}}", &waiting_css_path())
+        .replace("{{JS_HREF}}", &waiting_js_path())
+        .replace("{{CONFIG_JSON}}", &json_for_script_element(config_json))
+}
+
+/// The page for a path that names no room (an invalid room id).
+pub fn not_found_page() -> String {
+    NOT_FOUND_HTML.replace("{{CSS_HREF}}", &waiting_css_path())
+}
+
+/// Branding title, else the room's name, else a neutral heading.
+fn page_title(config_json: &serde_json::Value) -> String {
+    let branding_title = config_json
+        .pointer("/branding/title")
+        .and_then(serde_json::Value::as_str);
+    let name = config_json.get("name").and_then(serde_json::Value::as_str);
+    branding_title
+        .or(name)
+        .map(str::trim)
+        .filter(|title| !title.is_empty())
+        .unwrap_or("Waiting room")
+        .to_owned()
+}
+
+/// JSON that cannot end its `<script>` element or open a comment inside it: `<`, `>` and `&`
+/// become `\u003c`, `\u003e`, `\u0026`, which `JSON.parse` reads back unchanged.
+fn json_for_script_element(value: &serde_json::Value) -> String {
+    value
+        .to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+fn escape_html(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '&' => escaped.push_str("&amp;"),
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '"' => escaped.push_str("&quot;"),
+            '\'' => escaped.push_str("&#39;"),
+            other => escaped.push(other),
+        }
+    }
+    escaped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn assets_are_served_under_their_content_hash() {
+        let css_name = waiting_css_path().trim_start_matches("/assets/").to_owned();
+        let expected = format!("waiting-{}.css", content_hash(WAITING_CSS.as_bytes()));
+        assert_eq!(css_name, expected);
+        let (content_type, body) = asset(&css_name).expect("css is served");
+        assert_eq!(content_type, CSS_CONTENT_TYPE);
+        assert_eq!(body, WAITING_CSS.as_bytes());
+        let js_name = waiting_js_path().trim_start_matches("/assets/").to_owned();
+        assert_eq!(
+            asset(&js_name).map(|(content_type, _)| content_type),
+            Some(JS_CONTENT_TYPE)
+        );
+        assert!(asset("waiting.css").is_none());
+        assert!(asset("waiting-AAAAAAAAAAAAAAAAAAAAAA.css").is_none());
+        assert_eq!(asset_names().len(), 2);
+    }
+
+    #[test]
+    fn the_hash_is_22_characters_of_base64url_sha256() {
+        // SHA-256("") = e3b0c442...; base64url of it starts with 47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU.
+        assert_eq!(content_hash(b""), "47DEQpj8HBSa-_TImW-5JC");
+    }
+
+    #[test]
+    fn the_page_links_its_assets_and_carries_the_config_as_data() {
+        let page = waiting_page(&json!({ "roomId": "launch", "name": "Launch <day>" }));
+        assert!(page.contains(&waiting_css_path()));
+        assert!(page.contains(&waiting_js_path()));
+        assert!(page.contains(r#"<script id="qm-config" type="application/json">"#));
+        assert!(page.contains(r#""roomId":"launch""#));
+        assert!(page.contains("<title>Launch &lt;day&gt;</title>"));
+        assert!(!page.contains("<style"), "no inline style");
+        assert!(!page.contains("{{"), "every placeholder is filled");
+    }
+
+    #[test]
+    fn config_text_cannot_close_its_script_element() {
+        let hostile =
+            json!({ "roomId": "r", "branding": { "title": "</script><script>alert(1)</script>" } });
+        let page = waiting_page(&hostile);
+        let start = page
+            .find(r#"<script id="qm-config""#)
+            .expect("config element");
+        let rest = &page[start..];
+        let element_end = rest.find("</script>").expect("element closes");
+        let inside = &rest[..element_end];
+        assert!(
+            !inside[1..].contains('<'),
+            "no '<' inside the config element: {inside}"
+        );
+        let json_text = &inside[inside.find('>').expect("open tag ends") + 1..];
+        let parsed: serde_json::Value = serde_json::from_str(json_text).expect("still valid json");
+        assert_eq!(parsed, hostile);
+    }
+
+    #[test]
+    fn branding_title_wins_over_the_room_name() {
+        let page =
+            waiting_page(&json!({ "name": "Room", "branding": { "title": "The big drop" } }));
+        assert!(page.contains("<title>The big drop</title>"));
+        let page = waiting_page(&json!({}));
+        assert!(page.contains("<title>Waiting room</title>"));
+    }
+}

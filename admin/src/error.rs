@@ -1,0 +1,65 @@
+//! How the admin process answers an error: the spec's `{error, code}` envelope with the code's
+//! status, built from `qm_core::ApiError` so every code maps in one place.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::response::{IntoResponse, Response};
+use http::HeaderValue;
+use http::header::RETRY_AFTER;
+use qm_core::{ApiError, ErrorCode};
+
+/// Error type of every admin handler.
+#[derive(Debug)]
+pub struct AppError(pub ApiError);
+
+impl From<ApiError> for AppError {
+    fn from(error: ApiError) -> Self {
+        AppError(error)
+    }
+}
+
+impl From<tonic::Status> for AppError {
+    fn from(status: tonic::Status) -> Self {
+        AppError(ApiError::from_status(&status))
+    }
+}
+
+impl From<JsonRejection> for AppError {
+    fn from(rejection: JsonRejection) -> Self {
+        let code = match rejection {
+            JsonRejection::MissingJsonContentType(_) => ErrorCode::UnsupportedMediaType,
+            JsonRejection::BytesRejection(_) => ErrorCode::PayloadTooLarge,
+            _ => ErrorCode::InvalidJson,
+        };
+        AppError(ApiError::new(code, rejection.body_text()))
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let error = self.0;
+        if error.code.http_status().is_server_error() {
+            tracing::warn!(code = error.code.as_str(), message = %error.message, "admin request failed");
+        }
+        let mut response = (error.code.http_status(), Json(error.body())).into_response();
+        if let Some(seconds) = error.retry_after_sec {
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+/// Any path this process does not serve.
+pub(crate) async fn not_found() -> AppError {
+    AppError(ApiError::new(ErrorCode::NotFound, "no such route"))
+}
+
+/// A known path with the wrong verb; axum adds the `Allow` header.
+pub(crate) async fn method_not_allowed() -> AppError {
+    AppError(ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this method is not allowed on this path; see the Allow header",
+    ))
+}

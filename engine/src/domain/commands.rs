@@ -1,0 +1,246 @@
+//! Commands on a room. Each validates against the current state, builds exactly one event and
+//! commits it through [`Room::apply`]; a command that changes nothing returns no event.
+
+use qm_core::room::{EffectiveState, RoomConfig, RoomState};
+use qm_core::{ApiError, ErrorCode};
+
+use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
+use super::place::{Claim, ClaimedPlace, LapseReason, PlaceAnswer, PlaceStatus};
+use super::room::{CREDIT_CAP_SIXTIETHS, Room, TicketStatus};
+
+/// Most tickets one flush may promote.
+pub const MAX_FLUSH: u64 = 1_000_000;
+/// Seconds of missed slices a late tick makes up (the ticker was starved, not the room paused).
+const MAX_CATCH_UP_SECONDS: i64 = 5;
+
+/// A visitor asking for a place.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JoinRequest {
+    pub claim: Option<Claim>,
+    /// Hash of the ownership cookie; empty = no holder (exempt from the identity cap).
+    pub session_hash: String,
+    /// The client address that counts for `queueMaxPerIp`; empty = exempt.
+    pub identity: String,
+}
+
+/// A join's answer and the event it recorded, if it minted a ticket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinOutcome {
+    pub place: PlaceStatus,
+    pub record: Option<EventRecord>,
+}
+
+impl Room {
+    /// Keeps a claimed place that is still one and belongs to this browser; otherwise mints a
+    /// new place at the back of the line (ticket 0 in a bypass room), saying why the claim was
+    /// not honoured.
+    pub fn join(&mut self, request: &JoinRequest, now_ms: i64) -> Result<JoinOutcome, ApiError> {
+        let replaced_reason = match &request.claim {
+            None => None,
+            Some(claim) => match self.honour_claim(claim, &request.session_hash, now_ms) {
+                Ok(place) => {
+                    return Ok(JoinOutcome {
+                        place,
+                        record: None,
+                    });
+                }
+                Err(reason) => Some(reason),
+            },
+        };
+
+        if self.effective_state(now_ms) == EffectiveState::Bypass {
+            let mut place = self.passed_place(0, now_ms + self.pass_ttl_ms(), false, now_ms);
+            place.new_place = true;
+            place.replaced_reason = replaced_reason;
+            return Ok(JoinOutcome {
+                place,
+                record: None,
+            });
+        }
+
+        if !request.identity.is_empty()
+            && let Some(cap) = self.config.queue_max_per_ip
+            && self.waiting_for_identity(&request.identity) >= cap
+        {
+            return Err(ApiError::new(
+                ErrorCode::QueueIdentityLimit,
+                format!(
+                    "this address already holds {cap} places in this line; wait for one to be admitted"
+                ),
+            ));
+        }
+
+        let ticket = self.next_ticket;
+        let record = self.commit(
+            now_ms,
+            RoomEvent::Joined {
+                ticket,
+                session_hash: request.session_hash.clone(),
+                identity: request.identity.clone(),
+            },
+        );
+        let bound = !request.session_hash.is_empty();
+        let mut place = self.waiting_place(ticket, bound, now_ms);
+        place.new_place = true;
+        place.replaced_reason = replaced_reason;
+        Ok(JoinOutcome {
+            place,
+            record: Some(record),
+        })
+    }
+
+    /// The claimed place if it is kept, else why not.
+    fn honour_claim(
+        &self,
+        claim: &Claim,
+        session_hash: &str,
+        now_ms: i64,
+    ) -> Result<PlaceStatus, LapseReason> {
+        if matches!(claim.place, ClaimedPlace::Handle(_)) {
+            // Pre-queue handles arrive with the pre-queue; until then no handle names a place.
+            return Err(LapseReason::RoomReset);
+        }
+        let place = match self.status(claim, session_hash, now_ms) {
+            PlaceAnswer::Place(place) => place,
+            PlaceAnswer::Lapsed(reason) => return Err(reason),
+        };
+        if place.ticket != 0 {
+            let recorded = self
+                .ticket(place.ticket)
+                .map(|record| record.session_hash.as_str())
+                .unwrap_or_default();
+            if !recorded.is_empty() && recorded != session_hash {
+                return Err(LapseReason::Unbound);
+            }
+        }
+        Ok(place)
+    }
+
+    /// One outflow slice for the calendar second of `now_ms` (later calls in the same second
+    /// do nothing): accrue `ratePerMinute / 60`, admit what the credit, the free
+    /// `maxConcurrent` slots and the line allow, and cap the carried credit so an idle or
+    /// blocked room does not bank a burst.
+    pub fn tick(&mut self, now_ms: i64) -> Option<EventRecord> {
+        let second = now_ms.div_euclid(1000);
+        let elapsed = match self.carry.last_tick_second {
+            Some(last) if second <= last => return None,
+            Some(last) => (second - last).min(MAX_CATCH_UP_SECONDS) as u64,
+            None => 1,
+        };
+        self.carry.last_tick_second = Some(second);
+        if self.deleted || self.effective_state(now_ms) != EffectiveState::Active {
+            return None;
+        }
+        let credit = self.carry.credit_sixtieths + u64::from(self.config.rate_per_minute) * elapsed;
+        let admit = (credit / 60)
+            .min(self.free_slots(now_ms))
+            .min(self.waiting());
+        let credit_after = (credit - admit * 60).min(CREDIT_CAP_SIXTIETHS);
+        if admit == 0 {
+            self.carry.credit_sixtieths = credit_after;
+            return None;
+        }
+        Some(self.promote(admit, PassedBy::Outflow, Some(credit_after), now_ms))
+    }
+
+    /// Operator override: promotes `min(count, waiting)` now, whatever the state, rate and
+    /// `maxConcurrent`. Returns how many passed.
+    pub fn flush(
+        &mut self,
+        count: u64,
+        now_ms: i64,
+    ) -> Result<(u64, Option<EventRecord>), ApiError> {
+        if !(1..=MAX_FLUSH).contains(&count) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidCount,
+                format!("count must be a whole number from 1 to {MAX_FLUSH}"),
+            ));
+        }
+        let admit = count.min(self.waiting());
+        if admit == 0 {
+            return Ok((0, None));
+        }
+        Ok((
+            admit,
+            Some(self.promote(admit, PassedBy::Flush, None, now_ms)),
+        ))
+    }
+
+    fn promote(
+        &mut self,
+        admit: u64,
+        by: PassedBy,
+        credit_after: Option<u64>,
+        now_ms: i64,
+    ) -> EventRecord {
+        let first = self.head;
+        let last = self.nth_waiting(admit);
+        self.commit(
+            now_ms,
+            RoomEvent::Passed {
+                first,
+                last,
+                count: admit,
+                by,
+                credit_after,
+            },
+        )
+    }
+
+    /// Takes a waiting ticket out of the line or revokes a pass.
+    pub fn eject(
+        &mut self,
+        ticket: u64,
+        now_ms: i64,
+    ) -> Result<(EjectedFrom, EventRecord), ApiError> {
+        let was = match self.ticket_status(ticket) {
+            Some(TicketStatus::Waiting) => EjectedFrom::Waiting,
+            Some(TicketStatus::Passed { .. }) => EjectedFrom::Passed,
+            _ => {
+                return Err(ApiError::new(
+                    ErrorCode::TicketNotFound,
+                    format!("ticket {ticket} is neither waiting nor holding a pass in this room"),
+                ));
+            }
+        };
+        Ok((was, self.commit(now_ms, RoomEvent::Ejected { ticket, was })))
+    }
+
+    /// Discards every waiting ticket without admitting anybody. Returns how many.
+    pub fn purge(&mut self, now_ms: i64) -> (u64, Option<EventRecord>) {
+        let count = self.waiting();
+        if count == 0 {
+            return (0, None);
+        }
+        (
+            count,
+            Some(self.commit(now_ms, RoomEvent::Purged { count })),
+        )
+    }
+
+    pub fn set_rate(&mut self, rate_per_minute: u32, now_ms: i64) -> EventRecord {
+        self.commit(now_ms, RoomEvent::RateSet { rate_per_minute })
+    }
+
+    pub fn set_state(&mut self, state: RoomState, now_ms: i64) -> EventRecord {
+        self.commit(now_ms, RoomEvent::StateSet { state })
+    }
+
+    /// Records a schedule change already validated by `qm_core::room::apply_schedule`.
+    pub fn schedule(&mut self, scheduled: &RoomConfig, now_ms: i64) -> EventRecord {
+        let event = RoomEvent::Scheduled {
+            opens_at: scheduled.opens_at,
+            pre_queue_max_per_ip: scheduled.pre_queue_max_per_ip,
+        };
+        self.commit(now_ms, event)
+    }
+
+    /// Replaces the configuration with one validated by `RoomConfig::apply_patch`.
+    pub fn update(&mut self, config: RoomConfig, now_ms: i64) -> EventRecord {
+        self.commit(now_ms, RoomEvent::Updated { config })
+    }
+
+    pub fn delete(&mut self, now_ms: i64) -> EventRecord {
+        self.commit(now_ms, RoomEvent::Deleted)
+    }
+}

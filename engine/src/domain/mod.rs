@@ -1,0 +1,22 @@
+//! The room state machine: pure and synchronous (no I/O, no tokio). A [`Room`] changes only by
+//! applying [`EventRecord`]s; commands validate, produce one event and apply it, so the same
+//! fold serves the live engine, a journal replay and tests.
+
+mod commands;
+mod event;
+mod place;
+mod room;
+mod summary;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+pub use commands::{JoinOutcome, JoinRequest, MAX_FLUSH};
+pub use event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
+pub use place::{
+    CheckAction, CheckAnswer, Claim, ClaimedPlace, LapseReason, PlaceAnswer, PlaceStatus,
+};
+pub use room::{ApplyError, Room, TicketStatus};
+pub use summary::LiveStats;

@@ -1,0 +1,225 @@
+//! Reading a visitor's place: the claim a verified token makes, what the engine answers about
+//! it (a live place or the reason it lapsed), and the door check's pass/queue decision. All of
+//! it is a pure function of the room and the clock.
+
+use qm_core::room::EffectiveState;
+
+use super::room::{Room, TicketStatus};
+
+/// A place a verified token claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub generation: u64,
+    pub place: ClaimedPlace,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimedPlace {
+    /// A ticket number; 0 is a bypass pass.
+    Ticket(u64),
+    /// A pre-queue handle (not honoured until the pre-queue exists).
+    Handle(u64),
+}
+
+/// Why a presented place is no longer one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LapseReason {
+    /// The room was deleted, re-created or never held this place.
+    RoomReset,
+    Ejected,
+    Purged,
+    /// The pass's entry window ran out.
+    Expired,
+    /// Join only: the place belongs to another browser's ownership cookie.
+    Unbound,
+}
+
+impl LapseReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LapseReason::RoomReset => "room_reset",
+            LapseReason::Ejected => "ejected",
+            LapseReason::Purged => "purged",
+            LapseReason::Expired => "expired",
+            LapseReason::Unbound => "unbound",
+        }
+    }
+}
+
+/// A live place, as the status wire reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaceStatus {
+    pub room_id: String,
+    pub generation: u64,
+    pub ticket: u64,
+    /// 1-based; `None` once passed.
+    pub position: Option<u64>,
+    pub ahead: Option<u64>,
+    /// `None` when the room admits nobody.
+    pub eta_sec: Option<u64>,
+    pub state: EffectiveState,
+    pub passed: bool,
+    /// The targetUrl, for a passed place.
+    pub redirect_url: Option<String>,
+    /// 0 while waiting.
+    pub pass_expires_at_ms: i64,
+    pub new_place: bool,
+    pub bound: bool,
+    pub now_ms: i64,
+    pub opens_at_ms: Option<i64>,
+    pub branding_json: String,
+    /// Join only: why the presented claim was replaced.
+    pub replaced_reason: Option<LapseReason>,
+}
+
+/// What the engine says about a claimed place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlaceAnswer {
+    Place(PlaceStatus),
+    Lapsed(LapseReason),
+}
+
+/// The door check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckAction {
+    Pass,
+    Queue,
+}
+
+impl CheckAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckAction::Pass => "pass",
+            CheckAction::Queue => "queue",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckAnswer {
+    pub action: CheckAction,
+    /// `bypass`, `passed`, `no_token`, `waiting` or a lapse reason.
+    pub reason: &'static str,
+    pub state: EffectiveState,
+    pub generation: u64,
+    pub target_url: String,
+    pub tag_origins: Vec<String>,
+}
+
+impl Room {
+    /// The status of a claimed place, or why it lapsed. `session_hash` only decides `bound`.
+    pub fn status(&self, claim: &Claim, session_hash: &str, now_ms: i64) -> PlaceAnswer {
+        let ClaimedPlace::Ticket(ticket) = claim.place else {
+            return PlaceAnswer::Lapsed(LapseReason::RoomReset);
+        };
+        if claim.generation != self.generation || ticket >= self.next_ticket {
+            return PlaceAnswer::Lapsed(LapseReason::RoomReset);
+        }
+        let state = self.effective_state(now_ms);
+        if ticket == 0 {
+            // A bypass pass holds nothing: it is a pass exactly while the queue stays off.
+            return match state {
+                EffectiveState::Bypass => PlaceAnswer::Place(self.passed_place(
+                    0,
+                    now_ms + self.pass_ttl_ms(),
+                    false,
+                    now_ms,
+                )),
+                _ => PlaceAnswer::Lapsed(LapseReason::Expired),
+            };
+        }
+        let Some(record) = self.ticket(ticket) else {
+            return PlaceAnswer::Lapsed(LapseReason::RoomReset);
+        };
+        let bound = !record.session_hash.is_empty() && record.session_hash == session_hash;
+        match record.status {
+            TicketStatus::Waiting if state == EffectiveState::Bypass => PlaceAnswer::Place(
+                self.passed_place(ticket, now_ms + self.pass_ttl_ms(), bound, now_ms),
+            ),
+            TicketStatus::Waiting => PlaceAnswer::Place(self.waiting_place(ticket, bound, now_ms)),
+            TicketStatus::Passed { at_ms } if now_ms < self.pass_expires_at(at_ms) => {
+                PlaceAnswer::Place(self.passed_place(
+                    ticket,
+                    self.pass_expires_at(at_ms),
+                    bound,
+                    now_ms,
+                ))
+            }
+            TicketStatus::Passed { .. } => PlaceAnswer::Lapsed(LapseReason::Expired),
+            TicketStatus::Ejected => PlaceAnswer::Lapsed(LapseReason::Ejected),
+            TicketStatus::Purged => PlaceAnswer::Lapsed(LapseReason::Purged),
+        }
+    }
+
+    /// The door check for a visitor presenting `claim` (binding is not checked here: the
+    /// customer's origin never sees the queue host's ownership cookie).
+    pub fn check(&self, claim: Option<&Claim>, now_ms: i64) -> CheckAnswer {
+        let state = self.effective_state(now_ms);
+        let (action, reason) = if state == EffectiveState::Bypass {
+            (CheckAction::Pass, "bypass")
+        } else {
+            match claim.map(|claim| self.status(claim, "", now_ms)) {
+                None => (CheckAction::Queue, "no_token"),
+                Some(PlaceAnswer::Place(place)) if place.passed => (CheckAction::Pass, "passed"),
+                Some(PlaceAnswer::Place(_)) => (CheckAction::Queue, "waiting"),
+                Some(PlaceAnswer::Lapsed(reason)) => (CheckAction::Queue, reason.as_str()),
+            }
+        };
+        CheckAnswer {
+            action,
+            reason,
+            state,
+            generation: self.generation,
+            target_url: self.config.target_url.clone(),
+            tag_origins: self.config.effective_tag_origins(),
+        }
+    }
+
+    fn base_place(&self, ticket: u64, bound: bool, now_ms: i64) -> PlaceStatus {
+        PlaceStatus {
+            room_id: self.config.id.clone(),
+            generation: self.generation,
+            ticket,
+            position: None,
+            ahead: None,
+            eta_sec: None,
+            state: self.effective_state(now_ms),
+            passed: false,
+            redirect_url: None,
+            pass_expires_at_ms: 0,
+            new_place: false,
+            bound,
+            now_ms,
+            opens_at_ms: self.config.opens_at,
+            branding_json: self.branding_json.clone(),
+            replaced_reason: None,
+        }
+    }
+
+    pub(crate) fn waiting_place(&self, ticket: u64, bound: bool, now_ms: i64) -> PlaceStatus {
+        let mut place = self.base_place(ticket, bound, now_ms);
+        if let Some(position) = self.position_of(ticket) {
+            place.position = Some(position);
+            place.ahead = Some(position - 1);
+            let admitting = place.state == EffectiveState::Active;
+            place.eta_sec =
+                qm_core::eta::wait_for_position(position, self.config.rate_per_minute, admitting);
+        }
+        place
+    }
+
+    pub(crate) fn passed_place(
+        &self,
+        ticket: u64,
+        expires_at_ms: i64,
+        bound: bool,
+        now_ms: i64,
+    ) -> PlaceStatus {
+        let mut place = self.base_place(ticket, bound, now_ms);
+        place.passed = true;
+        place.eta_sec = Some(0);
+        place.redirect_url = Some(self.config.target_url.clone());
+        place.pass_expires_at_ms = expires_at_ms;
+        place
+    }
+}

@@ -1,0 +1,304 @@
+//! The tonic `Engine` service: maps the wire types of `qm.engine.v1` to the store and back.
+//! No rules live here; errors leave as `ApiError::to_status()` so the edge reads the spec code
+//! back from the `qm-code` metadata.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::Stream;
+use qm_core::room::RoomState;
+use qm_core::{ApiError, ErrorCode};
+use qm_proto::engine::engine_server::Engine;
+use qm_proto::engine::{claim, place_reply, place_status};
+use qm_proto::{
+    CheckReply, CheckRequest, DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest,
+    Lapsed, ListRoomsReply, ListRoomsRequest, PlaceReply, PurgeReply, PutRoomRequest,
+    RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SetRateRequest, SetStateRequest,
+    StatsReply, StatsRequest, StatusRequest, WatchRequest,
+};
+use serde_json::Value;
+use tokio::sync::watch;
+use tonic::{Request, Response, Status};
+
+use crate::domain::{Claim, ClaimedPlace, JoinRequest, PlaceAnswer, PlaceStatus};
+use crate::shutdown::stopped;
+use crate::store::Store;
+
+type Reply<T> = Result<Response<T>, Status>;
+
+/// The gRPC face of a store.
+pub(crate) struct EngineService {
+    store: Arc<dyn Store>,
+    /// Set at shutdown: open Watch streams end so the server can drain.
+    stop: watch::Receiver<bool>,
+}
+
+impl EngineService {
+    pub(crate) fn new(store: Arc<dyn Store>, stop: watch::Receiver<bool>) -> EngineService {
+        EngineService { store, stop }
+    }
+}
+
+fn claim_from_wire(claim: Option<qm_proto::Claim>) -> Option<Claim> {
+    let claim = claim?;
+    let place = match claim.place? {
+        claim::Place::Ticket(ticket) => ClaimedPlace::Ticket(ticket),
+        claim::Place::Handle(handle) => ClaimedPlace::Handle(handle),
+    };
+    Some(Claim {
+        generation: claim.generation,
+        place,
+    })
+}
+
+fn place_to_wire(place: PlaceStatus) -> qm_proto::PlaceStatus {
+    qm_proto::PlaceStatus {
+        room_id: place.room_id,
+        generation: place.generation,
+        place: Some(place_status::Place::Ticket(place.ticket)),
+        position: place.position,
+        ahead: place.ahead,
+        eta_sec: place.eta_sec,
+        state: place.state.as_str().to_owned(),
+        passed: place.passed,
+        redirect_url: place.redirect_url.unwrap_or_default(),
+        new_place: place.new_place,
+        bound: place.bound,
+        now_ms: place.now_ms,
+        opens_at_ms: place.opens_at_ms,
+        pre_count: 0,
+        pass_expires_at_ms: place.pass_expires_at_ms,
+        branding_json: place.branding_json,
+        replaced_reason: place
+            .replaced_reason
+            .map(|reason| reason.as_str().to_owned())
+            .unwrap_or_default(),
+    }
+}
+
+fn answer_to_wire(answer: PlaceAnswer) -> PlaceReply {
+    let outcome = match answer {
+        PlaceAnswer::Place(place) => place_reply::Outcome::Place(place_to_wire(place)),
+        PlaceAnswer::Lapsed(reason) => place_reply::Outcome::Lapsed(Lapsed {
+            reason: reason.as_str().to_owned(),
+        }),
+    };
+    PlaceReply {
+        outcome: Some(outcome),
+    }
+}
+
+fn parse_body(body_json: &str) -> Result<Value, ApiError> {
+    serde_json::from_str(body_json).map_err(|error| {
+        ApiError::new(
+            ErrorCode::InvalidJson,
+            format!("the body is not valid JSON: {error}"),
+        )
+    })
+}
+
+fn room_reply(room: &Value) -> RoomReply {
+    RoomReply {
+        room_json: room.to_string(),
+        created: false,
+    }
+}
+
+fn checked_room_id(room_id: String) -> Result<String, ApiError> {
+    if qm_core::ids::is_valid_room_id(&room_id) {
+        Ok(room_id)
+    } else {
+        Err(ApiError::new(
+            ErrorCode::InvalidRoomId,
+            "room ids are 1-64 characters of A-Z a-z 0-9 _ -",
+        ))
+    }
+}
+
+/// A Watch stream: the current view, then the newest view after each change, until the room's
+/// channel closes or the engine stops.
+fn view_stream(
+    current: RoomView,
+    changes: watch::Receiver<RoomView>,
+    stop: watch::Receiver<bool>,
+) -> WatchStream {
+    struct Cursor {
+        first: Option<RoomView>,
+        changes: watch::Receiver<RoomView>,
+        stop: watch::Receiver<bool>,
+    }
+    let cursor = Cursor {
+        first: Some(current),
+        changes,
+        stop,
+    };
+    Box::pin(futures::stream::unfold(cursor, |mut cursor| async move {
+        if let Some(first) = cursor.first.take() {
+            return Some((Ok(first), cursor));
+        }
+        tokio::select! {
+            changed = cursor.changes.changed() => {
+                changed.ok()?;
+                let view = cursor.changes.borrow_and_update().clone();
+                Some((Ok(view), cursor))
+            }
+            () = stopped(&mut cursor.stop) => None,
+        }
+    }))
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<RoomView, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Engine for EngineService {
+    async fn join(&self, request: Request<qm_proto::JoinRequest>) -> Reply<PlaceReply> {
+        let request = request.into_inner();
+        let room_id = checked_room_id(request.room_id)?;
+        let join = JoinRequest {
+            claim: claim_from_wire(request.claim),
+            session_hash: request.session_hash,
+            identity: request.identity,
+        };
+        let place = self.store.join(room_id, join).await?;
+        Ok(Response::new(answer_to_wire(PlaceAnswer::Place(place))))
+    }
+
+    async fn status(&self, request: Request<StatusRequest>) -> Reply<PlaceReply> {
+        let request = request.into_inner();
+        let Some(claim) = claim_from_wire(request.claim) else {
+            return Err(ApiError::new(
+                ErrorCode::InvalidToken,
+                "status needs the place a verified token claims",
+            )
+            .into());
+        };
+        let answer = self
+            .store
+            .status(request.room_id, claim, request.session_hash)
+            .await?;
+        Ok(Response::new(answer_to_wire(answer)))
+    }
+
+    async fn check(&self, request: Request<CheckRequest>) -> Reply<CheckReply> {
+        let request = request.into_inner();
+        let reply = match self
+            .store
+            .check(request.room_id, claim_from_wire(request.claim))
+            .await?
+        {
+            Some(answer) => CheckReply {
+                room_found: true,
+                action: answer.action.as_str().to_owned(),
+                reason: answer.reason.to_owned(),
+                state: answer.state.as_str().to_owned(),
+                generation: answer.generation,
+                target_url: answer.target_url,
+                tag_origins: answer.tag_origins,
+            },
+            None => CheckReply {
+                room_found: false,
+                action: "pass".to_owned(),
+                reason: "no_room".to_owned(),
+                ..CheckReply::default()
+            },
+        };
+        Ok(Response::new(reply))
+    }
+
+    type WatchStream = WatchStream;
+
+    async fn watch(&self, request: Request<WatchRequest>) -> Reply<Self::WatchStream> {
+        let room_watch = self.store.watch(request.into_inner().room_id).await?;
+        Ok(Response::new(view_stream(
+            room_watch.current,
+            room_watch.changes,
+            self.stop.clone(),
+        )))
+    }
+
+    async fn room_info(&self, request: Request<RoomRef>) -> Reply<RoomInfoReply> {
+        Ok(Response::new(
+            self.store.room_info(request.into_inner().room_id).await?,
+        ))
+    }
+
+    async fn put_room(&self, request: Request<PutRoomRequest>) -> Reply<RoomReply> {
+        let body = parse_body(&request.into_inner().body_json)?;
+        let outcome = self.store.put_room(body).await?;
+        Ok(Response::new(RoomReply {
+            room_json: outcome.room.to_string(),
+            created: outcome.created,
+        }))
+    }
+
+    async fn get_room(&self, request: Request<RoomRef>) -> Reply<RoomReply> {
+        let room = self.store.get_room(request.into_inner().room_id).await?;
+        Ok(Response::new(room_reply(&room)))
+    }
+
+    async fn list_rooms(&self, _request: Request<ListRoomsRequest>) -> Reply<ListRoomsReply> {
+        let rooms = self.store.list_rooms().await?;
+        Ok(Response::new(ListRoomsReply {
+            room_json: rooms.iter().map(Value::to_string).collect(),
+        }))
+    }
+
+    async fn delete_room(&self, request: Request<RoomRef>) -> Reply<DeleteReply> {
+        self.store.delete_room(request.into_inner().room_id).await?;
+        Ok(Response::new(DeleteReply { deleted: true }))
+    }
+
+    async fn set_state(&self, request: Request<SetStateRequest>) -> Reply<RoomReply> {
+        let request = request.into_inner();
+        let state = RoomState::parse(&request.state)?;
+        let room = self.store.set_state(request.room_id, state).await?;
+        Ok(Response::new(room_reply(&room)))
+    }
+
+    async fn set_rate(&self, request: Request<SetRateRequest>) -> Reply<RoomReply> {
+        let request = request.into_inner();
+        let room = self
+            .store
+            .set_rate(request.room_id, request.rate_per_minute)
+            .await?;
+        Ok(Response::new(room_reply(&room)))
+    }
+
+    async fn flush(&self, request: Request<FlushRequest>) -> Reply<FlushReply> {
+        let request = request.into_inner();
+        let (promoted, room) = self.store.flush(request.room_id, request.count).await?;
+        Ok(Response::new(FlushReply {
+            promoted,
+            room_json: room.to_string(),
+        }))
+    }
+
+    async fn schedule(&self, request: Request<ScheduleRequest>) -> Reply<RoomReply> {
+        let request = request.into_inner();
+        let body = parse_body(&request.body_json)?;
+        let room = self.store.schedule(request.room_id, body).await?;
+        Ok(Response::new(room_reply(&room)))
+    }
+
+    async fn eject(&self, request: Request<EjectRequest>) -> Reply<EjectReply> {
+        let request = request.into_inner();
+        let (was, room) = self.store.eject(request.room_id, request.ticket).await?;
+        Ok(Response::new(EjectReply {
+            was: was.as_str().to_owned(),
+            room_json: room.to_string(),
+        }))
+    }
+
+    async fn purge(&self, request: Request<RoomRef>) -> Reply<PurgeReply> {
+        let (purged, room) = self.store.purge(request.into_inner().room_id).await?;
+        Ok(Response::new(PurgeReply {
+            purged,
+            pre_queue: 0,
+            room_json: room.to_string(),
+        }))
+    }
+
+    async fn stats(&self, _request: Request<StatsRequest>) -> Reply<StatsReply> {
+        Ok(Response::new(self.store.stats().await?))
+    }
+}

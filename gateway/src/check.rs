@@ -1,0 +1,354 @@
+//! GET /api/check: the door check a snippet or an edge connector runs before a protected page.
+//! It answers pass or queue from the engine; an unknown room passes (fail open). `?ip=&agent=`
+//! vouch for another client and need the Bearer public API key (or ADMIN_KEY); no key is ever
+//! accepted from a URL. CORS: only the room's tag origins may read the answer, and the OPTIONS
+//! preflight makes the same decision from the room's info.
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::header::{
+    ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
+    ACCESS_CONTROL_MAX_AGE, AUTHORIZATION, CACHE_CONTROL, ORIGIN, VARY,
+};
+use http::{HeaderMap, HeaderValue, StatusCode, Uri};
+use qm_core::ErrorCode;
+use qm_core::config::Config;
+use qm_core::ids::is_valid_room_id;
+use qm_proto::{CheckRequest, RoomRef};
+use secrecy::ExposeSecret;
+use serde_json::{Map, Value, json};
+use subtle::ConstantTimeEq;
+
+use crate::GatewayState;
+use crate::cookies::{RequestCookies, queue_cookie_name};
+use crate::error::AppError;
+use crate::places::presented_session_hash;
+use crate::request::{ClientAddress, QueryParams, forwarded_scheme, request_host};
+
+/// The longest vouched address or agent taken from the query.
+const MAX_VOUCHED_LEN: usize = 256;
+
+/// GET /api/check?roomId=&token=&url=.
+pub(crate) async fn check(
+    State(state): State<GatewayState>,
+    ClientAddress(address): ClientAddress,
+    query: QueryParams,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Result<Response, AppError> {
+    let identity = check_credentials(&state.config, &query, &headers, &address.to_string())?;
+    let room_id = match query.get("roomId") {
+        Some(room_id) if is_valid_room_id(room_id) => room_id.to_owned(),
+        _ => {
+            return Err(AppError::new(
+                ErrorCode::InvalidRoomId,
+                "roomId must name a room",
+            ));
+        }
+    };
+    let cookies = RequestCookies::from_headers(&headers);
+    let cookie_token = cookies.get(&queue_cookie_name(&room_id));
+    let token_check = state.token_check();
+    let presented = [query.non_empty("token"), cookie_token]
+        .into_iter()
+        .flatten()
+        .find_map(|token| token_check.verify(token, Some(&room_id)));
+    let request = CheckRequest {
+        room_id: room_id.clone(),
+        claim: presented.as_ref().map(|place| place.engine_claim()),
+        session_hash: presented_session_hash(&cookies, &room_id),
+        identity,
+    };
+    let reply = state.engine.clone().check(request).await?.into_inner();
+
+    let mut body = Map::new();
+    if !reply.room_found {
+        body.insert("action".into(), json!("pass"));
+        body.insert("reason".into(), json!("no_room"));
+    } else {
+        body.insert("action".into(), json!(reply.action));
+        if !reply.reason.is_empty() {
+            body.insert("reason".into(), json!(reply.reason));
+        }
+        if reply.action == "queue" {
+            body.insert(
+                "waitingRoomUrl".into(),
+                json!(waiting_room_url(&headers, &uri, &room_id)),
+            );
+        }
+    }
+    let mut response = Json(Value::Object(body)).into_response();
+    let response_headers = response.headers_mut();
+    response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    apply_cors(
+        response_headers,
+        allowed_origin(&headers, &reply.tag_origins),
+    );
+    Ok(response)
+}
+
+/// OPTIONS /api/check: the same origin decision as the GET, from the room's info.
+pub(crate) async fn check_preflight(
+    State(state): State<GatewayState>,
+    query: QueryParams,
+    headers: HeaderMap,
+) -> Response {
+    let tag_origins = match query
+        .get("roomId")
+        .filter(|room_id| is_valid_room_id(room_id))
+    {
+        Some(room_id) => match state
+            .engine
+            .clone()
+            .room_info(RoomRef {
+                room_id: room_id.to_owned(),
+            })
+            .await
+        {
+            Ok(info) => {
+                let info = info.into_inner();
+                if info.found {
+                    info.tag_origins
+                } else {
+                    Vec::new()
+                }
+            }
+            // The GET would fail too and carry no origin: so does its preflight.
+            Err(_) => Vec::new(),
+        },
+        None => Vec::new(),
+    };
+    let origin = allowed_origin(&headers, &tag_origins);
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let response_headers = response.headers_mut();
+    response_headers.insert(
+        http::header::ALLOW,
+        HeaderValue::from_static("GET, HEAD, OPTIONS"),
+    );
+    if origin.is_some() {
+        response_headers.insert(
+            ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, OPTIONS"),
+        );
+        response_headers.insert(
+            ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("X-QM-Session"),
+        );
+        response_headers.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    }
+    apply_cors(response_headers, origin);
+    response
+}
+
+/// The credential rules, in order: a key in the URL is refused outright; vouching for another
+/// client needs the Bearer key. Returns the identity the check counts against.
+fn check_credentials(
+    config: &Config,
+    query: &QueryParams,
+    headers: &HeaderMap,
+    peer: &str,
+) -> Result<String, AppError> {
+    if query.contains("key") {
+        return Err(AppError::new(
+            ErrorCode::CredentialInQuery,
+            "a key in the URL lands in access logs and Referer headers; send it as Authorization: Bearer",
+        ));
+    }
+    let vouched_ip = query.non_empty("ip");
+    if vouched_ip.is_none() && query.non_empty("agent").is_none() {
+        return Ok(peer.to_owned());
+    }
+    if !bearer_is_public_or_admin_key(config, headers) {
+        return Err(AppError::new(
+            ErrorCode::Unauthorized,
+            "vouching for a client (?ip=, ?agent=) needs Authorization: Bearer <PUBLIC_API_KEY>",
+        ));
+    }
+    let identity = vouched_ip
+        .map(|ip| ip.trim())
+        .filter(|ip| !ip.is_empty() && ip.len() <= MAX_VOUCHED_LEN);
+    Ok(identity.unwrap_or(peer).to_owned())
+}
+
+fn bearer_is_public_or_admin_key(config: &Config, headers: &HeaderMap) -> bool {
+    let Some(presented) = headers
+        .get(AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(str::trim)
+    else {
+        return false;
+    };
+    let presented = presented.as_bytes();
+    let public = config
+        .public_api_key()
+        .is_some_and(|key| constant_time_eq(key.expose_secret().as_bytes(), presented));
+    let admin = constant_time_eq(config.admin_key().expose_secret().as_bytes(), presented);
+    // Both are compared whatever the first says, so timing does not tell which key matched.
+    public | admin
+}
+
+fn constant_time_eq(expected: &[u8], presented: &[u8]) -> bool {
+    expected.len() == presented.len() && bool::from(expected.ct_eq(presented))
+}
+
+/// The request's Origin, if the room lets that origin read its door check. Never `*`.
+pub(crate) fn allowed_origin(headers: &HeaderMap, tag_origins: &[String]) -> Option<HeaderValue> {
+    let origin = headers.get(ORIGIN)?;
+    let origin_text = origin.to_str().ok()?;
+    let allowed = tag_origins
+        .iter()
+        .any(|allowed| origin_matches(allowed, origin_text));
+    allowed.then(|| origin.clone())
+}
+
+/// Origins compare as scheme://host[:port], case-insensitively, without a trailing slash.
+fn origin_matches(allowed: &str, origin: &str) -> bool {
+    let allowed = allowed.trim().trim_end_matches('/');
+    !allowed.is_empty() && allowed != "*" && allowed.eq_ignore_ascii_case(origin.trim())
+}
+
+fn apply_cors(headers: &mut HeaderMap, origin: Option<HeaderValue>) {
+    // The answer depends on Origin whether or not it is allowed, so caches must key on it.
+    headers.insert(VARY, HeaderValue::from_static("Origin"));
+    if let Some(origin) = origin {
+        headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    }
+}
+
+/// `<scheme>://<host>/w/<roomId>` as the browser reached us.
+fn waiting_room_url(headers: &HeaderMap, uri: &Uri, room_id: &str) -> String {
+    let host = request_host(headers, uri).unwrap_or_else(|| "localhost".to_owned());
+    format!("{}://{host}/w/{room_id}", forwarded_scheme(headers))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, value.parse().unwrap());
+        }
+        headers
+    }
+
+    fn config() -> Config {
+        let env: HashMap<&str, &str> = [
+            ("ADMIN_KEY", "admin-key-for-tests"),
+            ("PUBLIC_API_KEY", "public-key-for-tests"),
+        ]
+        .into_iter()
+        .collect();
+        Config::from_source(&env).unwrap()
+    }
+
+    #[test]
+    fn only_listed_origins_are_echoed() {
+        let tag_origins = vec![
+            "https://tags.example".to_owned(),
+            "https://shop.example/".to_owned(),
+        ];
+        let from = |origin: &str| allowed_origin(&headers(&[("origin", origin)]), &tag_origins);
+        assert_eq!(
+            from("https://tags.example")
+                .as_ref()
+                .and_then(|v| v.to_str().ok()),
+            Some("https://tags.example")
+        );
+        assert!(
+            from("https://shop.example").is_some(),
+            "a trailing slash in the list does not matter"
+        );
+        assert!(from("https://evil.example").is_none());
+        assert!(
+            from("http://tags.example").is_none(),
+            "the scheme is part of the origin"
+        );
+        assert!(
+            from("https://tags.example:8443").is_none(),
+            "so is the port"
+        );
+        assert!(
+            allowed_origin(&HeaderMap::new(), &tag_origins).is_none(),
+            "no Origin, no CORS"
+        );
+        assert!(
+            allowed_origin(
+                &headers(&[("origin", "https://any.example")]),
+                &["*".to_owned()]
+            )
+            .is_none(),
+            "never a wildcard"
+        );
+    }
+
+    #[test]
+    fn cors_headers_always_vary_on_origin() {
+        let mut response_headers = HeaderMap::new();
+        apply_cors(&mut response_headers, None);
+        assert_eq!(response_headers.get(VARY).unwrap(), "Origin");
+        assert!(response_headers.get(ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+        apply_cors(
+            &mut response_headers,
+            Some(HeaderValue::from_static("https://tags.example")),
+        );
+        assert_eq!(
+            response_headers.get(ACCESS_CONTROL_ALLOW_ORIGIN).unwrap(),
+            "https://tags.example"
+        );
+    }
+
+    #[test]
+    fn credentials_for_vouching() {
+        let config = config();
+        let query = |text: &str| QueryParams::parse(Some(text));
+        let none = HeaderMap::new();
+        assert_eq!(
+            check_credentials(&config, &query("roomId=r"), &none, "10.0.0.1").ok(),
+            Some("10.0.0.1".into())
+        );
+        let in_url = check_credentials(
+            &config,
+            &query("roomId=r&key=public-key-for-tests"),
+            &none,
+            "p",
+        )
+        .unwrap_err();
+        assert_eq!(in_url.0.code, ErrorCode::CredentialInQuery);
+        let anonymous =
+            check_credentials(&config, &query("roomId=r&ip=203.0.113.9"), &none, "p").unwrap_err();
+        assert_eq!(anonymous.0.code, ErrorCode::Unauthorized);
+        let wrong = headers(&[("authorization", "Bearer public-key-for-test")]);
+        assert!(check_credentials(&config, &query("ip=203.0.113.9"), &wrong, "p").is_err());
+        for key in ["public-key-for-tests", "admin-key-for-tests"] {
+            let bearer = headers(&[("authorization", &format!("Bearer {key}"))]);
+            assert_eq!(
+                check_credentials(&config, &query("ip=203.0.113.9&agent=x"), &bearer, "p").ok(),
+                Some("203.0.113.9".into())
+            );
+            assert_eq!(
+                check_credentials(&config, &query("agent=x"), &bearer, "p").ok(),
+                Some("p".into())
+            );
+        }
+    }
+
+    #[test]
+    fn the_waiting_room_url_follows_the_browser() {
+        let uri: Uri = "/api/check?roomId=door".parse().unwrap();
+        let plain = headers(&[("host", "queue.example")]);
+        assert_eq!(
+            waiting_room_url(&plain, &uri, "door"),
+            "http://queue.example/w/door"
+        );
+        let proxied = headers(&[("host", "queue.example"), ("x-forwarded-proto", "https")]);
+        assert_eq!(
+            waiting_room_url(&proxied, &uri, "door"),
+            "https://queue.example/w/door"
+        );
+    }
+}

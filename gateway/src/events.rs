@@ -1,0 +1,232 @@
+//! The visitor event stream (`/api/events`, `/api/v1/events`, the bare `/events`): `event:
+//! status` frames with the same JSON as `/api/status`, the first at once, then whenever this
+//! listener's JSON changes, and every 5 s as a heartbeat. A waiting listener's position comes
+//! from its room hub's view, computed here; the engine is asked for this one place only when the
+//! view says it no longer waits (it passed or lapsed), and after that only on heartbeats.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use http::{HeaderMap, HeaderValue};
+use qm_core::clock::now_ms;
+use qm_core::token::VisitorPlace;
+use qm_core::{ApiError, ErrorCode};
+use qm_proto::{EngineClient, StatusRequest, place_reply, place_status};
+use serde_json::{Map, Value};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::GatewayState;
+use crate::cookies::RequestCookies;
+use crate::error::AppError;
+use crate::hub::{LatestView, RoomHub};
+use crate::places::{PresentedPlace, presented_session_hash};
+use crate::rate_limit::StreamPermit;
+use crate::request::{ClientAddress, QueryParams};
+use crate::status_body::{lapsed_fields, place_fields, view_fields, with_now_here};
+
+/// A status frame goes out at least this often, changed or not.
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// GET /api/events: 401 before the stream starts when no token verifies, the stream limits,
+/// then the stream.
+pub(crate) async fn events(
+    State(state): State<GatewayState>,
+    ClientAddress(address): ClientAddress,
+    query: QueryParams,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    let cookies = RequestCookies::from_headers(&headers);
+    let place = state.token_check().for_status(
+        query.non_empty("token"),
+        query.non_empty("roomId"),
+        &cookies,
+    )?;
+    let permit = state.stream_limits.acquire(address)?;
+    let session_hash = presented_session_hash(&cookies, &place.claims.room_id);
+    let hub = state.hubs.subscribe(&place.claims.room_id);
+    let mut listener = Listener::new(state.engine.clone(), &place, session_hash);
+    // The first frame comes from the engine itself, so an unreachable engine is a plain 503
+    // before the stream starts rather than a stream that says nothing.
+    let first = listener.ask_engine().await.map_err(AppError)?;
+    let frames = listener.into_frames(first, hub, permit, state.shutdown.clone());
+    let mut response = Sse::new(frames).into_response();
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(response)
+}
+
+/// One stream's knowledge of its place.
+struct Listener {
+    engine: EngineClient,
+    room_id: String,
+    claim: qm_proto::Claim,
+    /// The place as the edge computes it: the token's, or the drawn ticket a pre-queue handle
+    /// became (the engine says so on Status).
+    generation: u64,
+    place: VisitorPlace,
+    session_hash: String,
+    /// The engine was asked since the last heartbeat: view changes do not ask again.
+    asked_since_heartbeat: bool,
+    /// The place lapsed: it never comes back, so nobody is asked again.
+    lapsed: Option<Map<String, Value>>,
+}
+
+impl Listener {
+    fn new(engine: EngineClient, place: &PresentedPlace, session_hash: String) -> Listener {
+        Listener {
+            engine,
+            room_id: place.claims.room_id.clone(),
+            claim: place.engine_claim(),
+            generation: place.claims.generation,
+            place: place.claims.place,
+            session_hash,
+            asked_since_heartbeat: false,
+            lapsed: None,
+        }
+    }
+
+    /// This place's status from the engine (without `now`).
+    async fn ask_engine(&mut self) -> Result<Map<String, Value>, ApiError> {
+        if let Some(lapsed) = &self.lapsed {
+            return Ok(lapsed.clone());
+        }
+        self.asked_since_heartbeat = true;
+        let request = StatusRequest {
+            room_id: self.room_id.clone(),
+            claim: Some(self.claim),
+            session_hash: self.session_hash.clone(),
+        };
+        let outcome = match self.engine.status(request).await {
+            Ok(reply) => reply.into_inner().outcome,
+            Err(status) => {
+                let error = ApiError::from_status(&status);
+                if error.code != ErrorCode::RoomNotFound {
+                    return Err(error);
+                }
+                Some(place_reply::Outcome::Lapsed(qm_proto::Lapsed {
+                    reason: "room_reset".into(),
+                }))
+            }
+        };
+        match outcome {
+            Some(place_reply::Outcome::Place(place)) => {
+                if let Some(place_status::Place::Ticket(ticket)) = place.place {
+                    self.place = VisitorPlace::Ticket(ticket);
+                    self.generation = place.generation;
+                }
+                Ok(place_fields(&place))
+            }
+            Some(place_reply::Outcome::Lapsed(lapsed)) => {
+                let fields = lapsed_fields(&lapsed.reason);
+                self.lapsed = Some(fields.clone());
+                Ok(fields)
+            }
+            None => Err(ApiError::internal(
+                "the engine answered a status without an outcome",
+            )),
+        }
+    }
+
+    fn status_from_view(&self, latest: &LatestView) -> Option<Map<String, Value>> {
+        if self.lapsed.is_some() {
+            return None;
+        }
+        let hub_view = latest.as_ref()?;
+        view_fields(
+            &hub_view.view,
+            &hub_view.branding,
+            self.generation,
+            self.place,
+            now_ms(),
+        )
+    }
+
+    /// After a view change: the new body, or `None` to send nothing.
+    async fn on_view_change(&mut self, latest: &LatestView) -> Option<Map<String, Value>> {
+        if let Some(fields) = self.status_from_view(latest) {
+            self.asked_since_heartbeat = false;
+            return Some(fields);
+        }
+        if self.asked_since_heartbeat || self.lapsed.is_some() {
+            return None;
+        }
+        self.ask_engine().await.ok()
+    }
+
+    /// At a heartbeat: the body to send (`None` keeps the previous one, e.g. the engine is down).
+    async fn on_heartbeat(&mut self, latest: &LatestView) -> Option<Map<String, Value>> {
+        self.asked_since_heartbeat = false;
+        if let Some(fields) = self.status_from_view(latest) {
+            return Some(fields);
+        }
+        match self.ask_engine().await {
+            Ok(fields) => Some(fields),
+            Err(error) => {
+                tracing::debug!(room_id = %self.room_id, code = error.code.as_str(), "status for a stream failed, repeating the last frame");
+                None
+            }
+        }
+    }
+
+    fn into_frames(
+        mut self,
+        first: Map<String, Value>,
+        hub: Arc<RoomHub>,
+        permit: StreamPermit,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+        async_stream::stream! {
+            // Held for the stream's life: its place in the limits and in the room's fan-out.
+            let _permit = permit;
+            let mut views = hub.views();
+            let mut views_open = true;
+            let mut last = first;
+            yield Ok(status_event(&last));
+            let mut next_heartbeat = Instant::now() + HEARTBEAT;
+            loop {
+                let fields = tokio::select! {
+                    biased;
+                    _ = stopped(&mut shutdown) => break,
+                    changed = views.changed(), if views_open => {
+                        if changed.is_err() {
+                            // The hub's follower stopped (shutting down): heartbeats carry on.
+                            views_open = false;
+                            continue;
+                        }
+                        let latest = views.borrow_and_update().clone();
+                        match self.on_view_change(&latest).await {
+                            Some(fields) if fields != last => fields,
+                            _ => continue,
+                        }
+                    }
+                    _ = tokio::time::sleep_until(next_heartbeat) => {
+                        let latest = views.borrow().clone();
+                        self.on_heartbeat(&latest).await.unwrap_or_else(|| last.clone())
+                    }
+                };
+                yield Ok(status_event(&fields));
+                last = fields;
+                next_heartbeat = Instant::now() + HEARTBEAT;
+            }
+            drop(hub);
+        }
+    }
+}
+
+/// Resolves once the process is stopping (the watch's guard is dropped inside, so the caller's
+/// future stays `Send`).
+pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stopping| *stopping).await;
+}
+
+fn status_event(fields: &Map<String, Value>) -> Event {
+    let body = Value::Object(with_now_here(fields.clone()));
+    Event::default().event("status").data(body.to_string())
+}

@@ -1,0 +1,259 @@
+//! POST /api/join and GET /api/status: a place in line, its cookies and the cookie cap, and the
+//! place's status. The engine decides every place; the gateway verifies and signs tokens and
+//! hands the engine only verified claims and the hash of the ownership cookie.
+
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::header::{CACHE_CONTROL, SET_COOKIE};
+use http::{HeaderMap, HeaderValue};
+use qm_core::clock::now_ms;
+use qm_core::ids::{is_valid_room_id, is_valid_session_id, new_session_id, session_hash};
+use qm_core::token::{VisitorClaims, VisitorPlace};
+use qm_core::{ApiError, ErrorCode};
+use qm_proto::{JoinRequest, PlaceStatus, StatusRequest, place_reply, place_status};
+use serde_json::{Map, Value};
+
+use crate::GatewayState;
+use crate::cookies::{
+    CookiePolicy, RequestCookies, eviction_cookies, queue_cookie_name, rooms_to_evict,
+    session_cookie_name,
+};
+use crate::error::AppError;
+use crate::places::presented_session_hash;
+use crate::rate_limit::JoinRateLimiter;
+use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
+use crate::status_body::{lapsed_fields, place_fields, with_now};
+
+/// The longest token a join body may carry.
+const MAX_TOKEN_FIELD_LEN: usize = 4096;
+
+/// What a join body asks for, once its fields are checked.
+#[derive(Debug, PartialEq, Eq)]
+struct JoinBody {
+    room_id: String,
+    token: Option<String>,
+}
+
+fn parse_join_body(body: &Map<String, Value>) -> Result<JoinBody, ApiError> {
+    let room_id = match body.get("roomId") {
+        Some(Value::String(room_id)) if is_valid_room_id(room_id) => room_id.clone(),
+        _ => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRoomId,
+                "roomId must be 1-64 characters of letters, digits, '_' and '-'",
+            ));
+        }
+    };
+    let token = match body.get("token") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(token)) if token.len() <= MAX_TOKEN_FIELD_LEN => {
+            Some(token.clone()).filter(|token| !token.is_empty())
+        }
+        Some(_) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidTokenField,
+                format!("token must be a string of at most {MAX_TOKEN_FIELD_LEN} characters"),
+            ));
+        }
+    };
+    Ok(JoinBody { room_id, token })
+}
+
+/// POST /api/join {roomId, token?}.
+pub(crate) async fn join(
+    State(state): State<GatewayState>,
+    ClientAddress(address): ClientAddress,
+    headers: HeaderMap,
+    body: Result<JsonObject, AppError>,
+) -> Result<Response, AppError> {
+    // The limit comes first: a refused client costs no parsing, no HMAC and no engine call.
+    if let Err(retry_after_sec) = state.join_limiter.try_acquire(address, Instant::now()) {
+        return Err(AppError(JoinRateLimiter::refusal(retry_after_sec)));
+    }
+    let JsonObject(body) = body?;
+    let join_body = parse_join_body(&body)?;
+    let room_id = join_body.room_id.as_str();
+    let cookies = RequestCookies::from_headers(&headers);
+    let now = now_ms();
+    let presented =
+        state
+            .token_check_at(now)
+            .for_join(room_id, join_body.token.as_deref(), &cookies);
+
+    let session_id = cookies
+        .get(&session_cookie_name(room_id))
+        .filter(|session_id| is_valid_session_id(session_id))
+        .map(str::to_owned)
+        .unwrap_or_else(new_session_id);
+    let request = JoinRequest {
+        room_id: room_id.to_owned(),
+        claim: presented.as_ref().map(|place| place.engine_claim()),
+        session_hash: session_hash(&session_id),
+        identity: address.to_string(),
+    };
+    let reply = state.engine.clone().join(request).await?.into_inner();
+    let place = match reply.outcome {
+        Some(place_reply::Outcome::Place(place)) => place,
+        Some(place_reply::Outcome::Lapsed(_)) | None => {
+            return Err(AppError(ApiError::internal(
+                "the engine answered a join without a place",
+            )));
+        }
+    };
+
+    // A kept place answers the token presented, unchanged; a new place (or a pre-queue handle
+    // exchanged for its drawn ticket) gets a newly signed one.
+    let claims = claims_of(room_id, &place, now)?;
+    let token = match &presented {
+        Some(presented)
+            if !place.new_place
+                && presented.claims.place == claims.place
+                && presented.claims.generation == claims.generation =>
+        {
+            presented.token.clone()
+        }
+        _ => state.keyring.sign_visitor(&claims),
+    };
+    tracing::debug!(room_id, new_place = place.new_place, "visitor joined");
+
+    let mut answer = Map::new();
+    answer.insert("token".into(), Value::String(token.clone()));
+    answer.extend(with_now(place_fields(&place), place.now_ms));
+
+    let policy = CookiePolicy {
+        max_age_sec: state.config.queue_cookie_max_age_sec,
+        secure: is_https(&headers),
+    };
+    let evicted = rooms_to_evict(&cookies, room_id, state.config.room_cookie_cap);
+    let mut set_cookies = vec![
+        policy.set(&queue_cookie_name(room_id), &token, false),
+        policy.set(&session_cookie_name(room_id), &session_id, true),
+    ];
+    set_cookies.extend(eviction_cookies(&policy, &evicted));
+
+    let mut response = Json(Value::Object(answer)).into_response();
+    let response_headers = response.headers_mut();
+    response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    for cookie in set_cookies {
+        // Cookie values are base64url and ids from a checked alphabet: always a valid header.
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response_headers.append(SET_COOKIE, value);
+        }
+    }
+    Ok(response)
+}
+
+/// The claims of the place the engine answered, issued now.
+fn claims_of(room_id: &str, place: &PlaceStatus, now: i64) -> Result<VisitorClaims, AppError> {
+    let visitor_place = match place.place {
+        Some(place_status::Place::Ticket(ticket)) => VisitorPlace::Ticket(ticket),
+        Some(place_status::Place::Handle(handle)) => VisitorPlace::Handle(handle),
+        None => {
+            return Err(AppError(ApiError::internal(
+                "the engine minted a place without a ticket or handle",
+            )));
+        }
+    };
+    Ok(VisitorClaims {
+        room_id: room_id.to_owned(),
+        place: visitor_place,
+        generation: place.generation,
+        iat: now,
+    })
+}
+
+/// GET /api/status?token= (or ?roomId= to pick the cookie).
+pub(crate) async fn status(
+    State(state): State<GatewayState>,
+    query: QueryParams,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    let cookies = RequestCookies::from_headers(&headers);
+    let place = state.token_check().for_status(
+        query.non_empty("token"),
+        query.non_empty("roomId"),
+        &cookies,
+    )?;
+    let request = StatusRequest {
+        room_id: place.claims.room_id.clone(),
+        claim: Some(place.engine_claim()),
+        session_hash: presented_session_hash(&cookies, &place.claims.room_id),
+    };
+    let body = match state.engine.clone().status(request).await {
+        Ok(reply) => match reply.into_inner().outcome {
+            Some(place_reply::Outcome::Place(place)) => {
+                with_now(place_fields(&place), place.now_ms)
+            }
+            Some(place_reply::Outcome::Lapsed(lapsed)) => lapsed_fields(&lapsed.reason),
+            None => {
+                return Err(AppError(ApiError::internal(
+                    "the engine answered a status without an outcome",
+                )));
+            }
+        },
+        Err(status) => {
+            let error = ApiError::from_status(&status);
+            if error.code != ErrorCode::RoomNotFound {
+                return Err(AppError(error));
+            }
+            // The room is gone: the place lapsed with it.
+            lapsed_fields("room_reset")
+        }
+    };
+    let mut response = Json(Value::Object(body)).into_response();
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn join_bodies_are_checked_field_by_field() {
+        assert_eq!(
+            parse_join_body(&body(json!({ "roomId": "launch", "token": "t.s" }))),
+            Ok(JoinBody {
+                room_id: "launch".into(),
+                token: Some("t.s".into())
+            })
+        );
+        assert_eq!(
+            parse_join_body(&body(json!({ "roomId": "launch", "token": null }))).map(|b| b.token),
+            Ok(None)
+        );
+        assert_eq!(
+            parse_join_body(&body(json!({ "roomId": "launch", "token": "" }))).map(|b| b.token),
+            Ok(None)
+        );
+        for (value, code) in [
+            (json!({}), ErrorCode::InvalidRoomId),
+            (json!({ "roomId": 7 }), ErrorCode::InvalidRoomId),
+            (json!({ "roomId": "has space" }), ErrorCode::InvalidRoomId),
+            (
+                json!({ "roomId": "r", "token": 12 }),
+                ErrorCode::InvalidTokenField,
+            ),
+            (
+                json!({ "roomId": "r", "token": "x".repeat(4097) }),
+                ErrorCode::InvalidTokenField,
+            ),
+        ] {
+            assert_eq!(
+                parse_join_body(&body(value.clone())).unwrap_err().code,
+                code,
+                "{value}"
+            );
+        }
+    }
+}

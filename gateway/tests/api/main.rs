@@ -1,0 +1,9 @@
+//! The gateway over real HTTP against a fake engine on 127.0.0.1:0: join, status, the event
+//! stream and its fan-out, the door check and CORS, routing rules, readiness and the page.
+
+mod door_check;
+mod events;
+mod fake_engine;
+mod harness;
+mod routing;
+mod visitor;

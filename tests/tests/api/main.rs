@@ -1,0 +1,34 @@
+//! Black-box integration suite: every test starts the real engine, gateway and admin on
+//! ephemeral loopback ports (`qm_tests::spawn_app`) and speaks HTTP (and, where the engine's own
+//! API is the subject, gRPC) to them.
+
+mod admin_rooms;
+mod burst;
+mod check;
+mod events;
+mod health;
+mod outflow;
+mod routing;
+mod visitor;
+
+use base64::Engine as _;
+
+/// The ticket number `n` (or handle `q`) a visitor token carries, read without verifying.
+pub(crate) fn token_ticket(token: &str) -> Option<u64> {
+    let payload = token.split('.').next()?;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    value["n"].as_u64()
+}
+
+/// The generation `g` a visitor token carries.
+pub(crate) fn token_generation(token: &str) -> Option<u64> {
+    let payload = token.split('.').next()?;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    value["g"].as_u64()
+}
