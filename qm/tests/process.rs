@@ -152,12 +152,7 @@ async fn qm_all_serves_and_stops_cleanly_on_sigterm() {
     assert!(killed.success());
     // The open stream ends (no hang), and the process exits 0 within the drain bound.
     let ended = tokio::time::timeout(Duration::from_secs(6), async {
-        loop {
-            match stream.chunk().await {
-                Ok(Some(_)) => continue,
-                _ => break,
-            }
-        }
+        while let Ok(Some(_)) = stream.chunk().await {}
     })
     .await;
     assert!(ended.is_ok(), "the event stream ends on shutdown");
