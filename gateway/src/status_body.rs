@@ -4,7 +4,7 @@
 //! that carry a server instant (opensAt, messageAt), and is not part of the comparison.
 
 use qm_core::clock::now_ms;
-use qm_core::eta::wait_for_position;
+use qm_core::eta::{wait_after_opening, wait_for_position};
 use qm_core::token::VisitorPlace;
 use qm_proto::{PlaceStatus, RoomView, place_status};
 use serde_json::{Map, Value, json};
@@ -133,10 +133,18 @@ pub(crate) fn view_fields(
         return None;
     }
     let state = view.effective_state.as_str();
-    let seconds_to_open = view.opens_at_ms.map(|opens_at_ms| {
-        let left_ms = opens_at_ms.saturating_sub(now_ms).max(0);
-        (left_ms as u64).div_ceil(1000)
-    });
+    // The room as configured admits once open unless an operator paused it.
+    let admitting_once_open = view.state != "paused";
+    let wait_after_opening = |position: u64| {
+        let opens_at_ms = view.opens_at_ms?;
+        wait_after_opening(
+            opens_at_ms,
+            now_ms,
+            position,
+            view.rate_per_minute,
+            admitting_once_open,
+        )
+    };
     let (position, eta_sec, scheduled) = match (place, state) {
         (VisitorPlace::Ticket(ticket), "active" | "paused") => {
             let position = view.position_of(generation, ticket)?;
@@ -149,12 +157,12 @@ pub(crate) fn view_fields(
         (VisitorPlace::Ticket(ticket), "scheduled") => {
             // A ticket held before the drop: the clock, then the drain ahead of it.
             let position = view.position_of(generation, ticket)?;
-            let eta = scheduled_wait(seconds_to_open, position, view.rate_per_minute);
+            let eta = wait_after_opening(position);
             (Some(position), eta, Some(scheduled_view(view, false)))
         }
         (VisitorPlace::Handle(_), "scheduled") => {
             // The draw decides where the entry lands: quote the floor, as estWaitSec does.
-            let eta = scheduled_wait(seconds_to_open, view.waiting(), view.rate_per_minute);
+            let eta = wait_after_opening(view.waiting());
             (None, eta, Some(scheduled_view(view, true)))
         }
         _ => return None,
@@ -180,19 +188,6 @@ fn scheduled_view(view: &RoomView, pre_queued: bool) -> Scheduled {
         pre_count: view.pre_count,
         opens_at_ms: view.opens_at_ms,
     }
-}
-
-fn scheduled_wait(
-    seconds_to_open: Option<u64>,
-    position: u64,
-    rate_per_minute: u32,
-) -> Option<u64> {
-    let drain = if position == 0 {
-        Some(0)
-    } else {
-        wait_for_position(position, rate_per_minute, true)
-    };
-    Some(seconds_to_open? + drain?)
 }
 
 /// The body as sent: `fields` plus `now` when it carries a server instant.

@@ -2,7 +2,8 @@
 //! it (a live place or the reason it lapsed), and the door check's pass/queue decision. All of
 //! it is a pure function of the room and the clock.
 
-use qm_core::room::EffectiveState;
+use qm_core::eta::{wait_after_opening, wait_for_position};
+use qm_core::room::{EffectiveState, RoomState};
 
 use super::room::{Room, TicketStatus};
 
@@ -201,9 +202,14 @@ impl Room {
         if let Some(position) = self.position_of(ticket) {
             place.position = Some(position);
             place.ahead = Some(position - 1);
-            let admitting = place.state == EffectiveState::Active;
-            place.eta_sec =
-                qm_core::eta::wait_for_position(position, self.config.rate_per_minute, admitting);
+            let rate = self.config.rate_per_minute;
+            place.eta_sec = match (place.state, self.config.opens_at) {
+                (EffectiveState::Scheduled, Some(opens_at_ms)) => {
+                    let admitting_once_open = self.config.state != RoomState::Paused;
+                    wait_after_opening(opens_at_ms, now_ms, position, rate, admitting_once_open)
+                }
+                (state, _) => wait_for_position(position, rate, state == EffectiveState::Active),
+            };
         }
         place
     }

@@ -2,7 +2,7 @@
 //! facts and live stats as top-level fields, and `estWaitSec`, the wait a visitor joining now
 //! can be promised — `null` whenever the room admits nobody.
 
-use qm_core::eta::wait_for_position;
+use qm_core::eta::{wait_after_opening, wait_for_position};
 use qm_core::room::{EffectiveState, RoomState};
 use serde_json::{Map, Value, json};
 
@@ -53,19 +53,14 @@ impl Room {
         let admits_nobody = self.config.state == RoomState::Paused || rate == 0;
         if self.effective_state(now_ms) == EffectiveState::Scheduled {
             // Doors shut: the clock, plus the drain of everyone already holding a ticket.
-            let until_open_sec = self
-                .config
-                .opens_at
-                .map_or(0, |opens_at| (opens_at - now_ms).max(0) as u64)
-                .div_ceil(1000);
-            return match self.config.state {
-                RoomState::Bypass => (Some(until_open_sec), true),
-                _ if admits_nobody => (None, true),
-                _ => (
-                    wait_for_position(waiting, rate, true).map(|drain| until_open_sec + drain),
-                    true,
-                ),
+            let opens_at_ms = self.config.opens_at.unwrap_or(now_ms);
+            // Bypass passes everyone at the open: the clock alone.
+            let (drained, admitting) = match self.config.state {
+                RoomState::Bypass => (0, true),
+                _ => (waiting, !admits_nobody),
             };
+            let wait = wait_after_opening(opens_at_ms, now_ms, drained, rate, admitting);
+            return (wait, true);
         }
         if self.config.state == RoomState::Bypass {
             return (Some(0), false);

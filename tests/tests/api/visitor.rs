@@ -334,3 +334,47 @@ async fn the_queue_host_keeps_at_most_room_cookie_cap_rooms_of_cookies() {
         "the oldest room's cookies were expired: {jar:?}"
     );
 }
+
+#[tokio::test]
+async fn before_the_doors_open_every_answer_quotes_the_clock_plus_the_drain() {
+    let app = spawn_app().await;
+    let opens_at = qm_core::clock::now_ms() + 600_000;
+    app.create_room(room_body("soon", 60, json!({ "opensAt": opens_at })))
+        .await;
+    app.join_as_new_visitor("soon").await;
+    let (reply, _) = app.join_as_new_visitor("soon").await;
+    assert_eq!(reply.body["state"], "scheduled", "{}", reply.text);
+    assert_eq!(reply.body["opensAt"], opens_at);
+    assert!(
+        reply.body["now"].is_i64(),
+        "a frame with a server instant carries now"
+    );
+    let token = reply.body["token"].as_str().unwrap().to_owned();
+    let join_eta = reply.body["etaSec"].as_u64().expect("a number");
+    // 600 s on the clock, then 2 s of drain at 60/min for the second in line.
+    assert!((601..=602).contains(&join_eta), "{join_eta}");
+
+    let status = app.status(&token).await;
+    let status_eta = status.body["etaSec"]
+        .as_u64()
+        .expect("status quotes the same sum");
+    let mut stream = app.events("/events", &token).await.expect("stream opens");
+    let frame = stream
+        .next_frame(std::time::Duration::from_secs(3))
+        .await
+        .expect("first frame");
+    let stream_eta = frame.data["etaSec"]
+        .as_u64()
+        .expect("the stream quotes the same sum");
+    for eta in [status_eta, stream_eta] {
+        assert!(
+            eta.abs_diff(join_eta) <= 1,
+            "join {join_eta}, status {status_eta}, stream {stream_eta}"
+        );
+    }
+    // The operator's floor: the clock plus the drain of the two ticket holders.
+    let room = app.room("soon").await;
+    let estimate = room["estWaitSec"].as_u64().expect("estWaitSec");
+    assert!((601..=602).contains(&estimate), "{room}");
+    assert_eq!(room["estWaitFloor"], true);
+}
