@@ -158,7 +158,14 @@ async fn burst_join(joins: usize, concurrency: usize, store: &str) -> anyhow::Re
     drive(&client, &bare_url, json!({}), concurrency * 4, concurrency).await;
     // The bare server answers in a fraction of the burst's time: give it more requests so its
     // figure is not a tenth of a second of noise.
-    let ceiling = drive(&client, &bare_url, json!({}), joins.max(50_000), concurrency).await;
+    let ceiling = drive(
+        &client,
+        &bare_url,
+        json!({}),
+        joins.max(50_000),
+        concurrency,
+    )
+    .await;
 
     let app = qm_tests::spawn_app().await;
     app.create_room(qm_tests::room_body("warm", 0, json!({})))

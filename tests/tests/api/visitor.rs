@@ -378,3 +378,26 @@ async fn before_the_doors_open_every_answer_quotes_the_clock_plus_the_drain() {
     assert!((601..=602).contains(&estimate), "{room}");
     assert_eq!(room["estWaitFloor"], true);
 }
+
+#[tokio::test]
+async fn an_address_holds_at_most_queue_max_per_ip_places_and_a_refusal_hands_out_nothing() {
+    let app = spawn_app().await;
+    app.create_room(room_body("few", 0, json!({ "queueMaxPerIp": 2 })))
+        .await;
+    app.join_as_new_visitor("few").await;
+    let (_, cookies) = app.join_as_new_visitor("few").await;
+    let refused = app.join("few", None, None).await;
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    assert_eq!(refused.code(), "queue_identity_limit");
+    assert!(refused.body.get("token").is_none());
+    assert!(
+        refused.set_cookies().is_empty(),
+        "nothing spendable: {:?}",
+        refused.set_cookies()
+    );
+    // A place already held is still answered.
+    assert_eq!(
+        app.join("few", None, Some(&cookies)).await.body["position"],
+        2
+    );
+}
