@@ -9,7 +9,7 @@ use secrecy::ExposeSecret;
 use subtle::ConstantTimeEq;
 
 use crate::AdminState;
-use crate::error::AppError;
+use qm_edge::AppError;
 
 /// Query parameters that look like a credential.
 const CREDENTIAL_PARAMS: &[&str] = &[

@@ -2,12 +2,10 @@
 //! readiness, and the console page. It holds no state: every action is one engine call.
 
 mod auth;
-mod error;
 mod health;
 mod rooms;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +16,7 @@ use qm_core::config::Config;
 use qm_proto::EngineClient;
 use tonic::transport::Channel;
 
-pub use error::AppError;
+pub use qm_edge::AppError;
 
 /// Cheap handles shared by every handler.
 #[derive(Clone)]
@@ -53,7 +51,7 @@ impl AdminApp {
             .nest("/api/v1/admin", api)
             .route("/healthz", get(health::healthz))
             .route("/", get(console))
-            .fallback(error::not_found)
+            .fallback(qm_edge::not_found)
             .with_state(self.state.clone())
     }
 
@@ -65,38 +63,8 @@ impl AdminApp {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
-        let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel::<()>();
-        let router = self.router();
-        let server = axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stopped_tx.send(());
-        });
-        let server = tokio::spawn(async move { server.await });
-        tokio::pin!(server);
-        tokio::select! {
-            result = &mut server => return flatten(result),
-            _ = stopped_rx => {}
-        }
-        match tokio::time::timeout(drain, &mut server).await {
-            Ok(result) => flatten(result),
-            Err(_) => {
-                tracing::warn!(
-                    drain_sec = drain.as_secs(),
-                    "admin drain timed out, closing open connections"
-                );
-                server.abort();
-                Ok(())
-            }
-        }
+        qm_edge::serve(listener, self.router(), shutdown, drain).await
     }
-}
-
-fn flatten(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::io::Result<()> {
-    result.map_err(std::io::Error::other)?
 }
 
 /// The console arrives with its own issue; until then `/` says what the process serves.

@@ -22,9 +22,9 @@ use subtle::ConstantTimeEq;
 
 use crate::GatewayState;
 use crate::cookies::{RequestCookies, queue_cookie_name};
-use crate::error::AppError;
 use crate::places::presented_session_hash;
 use crate::request::{ClientAddress, QueryParams, forwarded_scheme, request_host};
+use qm_edge::AppError;
 
 /// The longest vouched address or agent taken from the query.
 const MAX_VOUCHED_LEN: usize = 256;

@@ -23,12 +23,12 @@ use tokio::time::Instant;
 
 use crate::GatewayState;
 use crate::cookies::RequestCookies;
-use crate::error::AppError;
 use crate::hub::{LatestView, RoomHub};
 use crate::places::{PresentedPlace, presented_session_hash};
 use crate::rate_limit::StreamPermit;
 use crate::request::{ClientAddress, QueryParams};
 use crate::status_body::{lapsed_fields, place_fields, view_fields, with_now_here};
+use qm_edge::AppError;
 
 /// A status frame goes out at least this often, changed or not.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);

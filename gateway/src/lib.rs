@@ -5,7 +5,6 @@
 
 mod check;
 mod cookies;
-mod error;
 mod events;
 mod health;
 mod hub;
@@ -17,7 +16,6 @@ mod status_body;
 mod visitor;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +30,7 @@ use qm_proto::EngineClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
-pub use error::AppError;
+pub use qm_edge::AppError;
 
 use crate::hub::RoomHubs;
 use crate::places::TokenCheck;
@@ -106,8 +104,8 @@ impl GatewayApp {
             .route("/w/{room_id}", get(pages::waiting_page))
             .route("/assets/{name}", get(pages::asset))
             .route("/__qm/assets/{name}", get(pages::asset))
-            .method_not_allowed_fallback(error::method_not_allowed)
-            .fallback(error::not_found)
+            .method_not_allowed_fallback(qm_edge::method_not_allowed)
+            .fallback(qm_edge::not_found)
             .with_state(self.state.clone())
     }
 
@@ -121,33 +119,12 @@ impl GatewayApp {
         let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
         let router = self.router();
         let stopping = self.stopping;
-        let mut stopped = stopping.subscribe();
-        let server = axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
+        let shutdown = async move {
             shutdown.await;
             // Streams see this first and end, so the graceful drain is not held open by them.
             stopping.send_replace(true);
-        });
-        let server = tokio::spawn(async move { server.await });
-        tokio::pin!(server);
-        tokio::select! {
-            result = &mut server => return flatten(result),
-            _ = stopped.wait_for(|stopping| *stopping) => {}
-        }
-        match tokio::time::timeout(drain, &mut server).await {
-            Ok(result) => flatten(result),
-            Err(_) => {
-                tracing::warn!(
-                    drain_sec = drain.as_secs(),
-                    "gateway drain timed out, closing open connections"
-                );
-                server.abort();
-                Ok(())
-            }
-        }
+        };
+        qm_edge::serve(listener, router, shutdown, drain).await
     }
 }
 
@@ -176,7 +153,7 @@ fn contract_routes() -> Router<GatewayState> {
             "/version",
             get(health::version).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
         )
-        .method_not_allowed_fallback(error::method_not_allowed)
+        .method_not_allowed_fallback(qm_edge::method_not_allowed)
 }
 
 /// OPTIONS on a same-origin route: the verbs it takes, and never an allowed origin, exactly as
@@ -189,8 +166,4 @@ fn same_origin_preflight(allow: &'static str) -> MethodRouter<GatewayState> {
             .insert(http::header::ALLOW, HeaderValue::from_static(allow));
         response
     })
-}
-
-fn flatten(result: Result<std::io::Result<()>, tokio::task::JoinError>) -> std::io::Result<()> {
-    result.map_err(std::io::Error::other)?
 }

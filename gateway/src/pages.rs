@@ -115,10 +115,8 @@ pub(crate) async fn asset(Path(name): Path<String>) -> Response {
             body,
         )
             .into_response(),
-        None => {
-            crate::error::AppError::new(qm_core::ErrorCode::NotFound, "no such asset in this build")
-                .into_response()
-        }
+        None => qm_edge::AppError::new(qm_core::ErrorCode::NotFound, "no such asset in this build")
+            .into_response(),
     }
 }
 

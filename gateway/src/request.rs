@@ -11,7 +11,7 @@ use http::{HeaderMap, Uri};
 use qm_core::ErrorCode;
 use serde_json::{Map, Value};
 
-use crate::error::AppError;
+use qm_edge::AppError;
 
 /// Largest request body a visitor route reads (QM: bodies are small JSON objects).
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;

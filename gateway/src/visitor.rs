@@ -21,11 +21,11 @@ use crate::cookies::{
     CookiePolicy, RequestCookies, eviction_cookies, queue_cookie_name, rooms_to_evict,
     session_cookie_name,
 };
-use crate::error::AppError;
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
 use crate::status_body::{lapsed_fields, place_fields, with_now};
+use qm_edge::AppError;
 
 /// The longest token a join body may carry.
 const MAX_TOKEN_FIELD_LEN: usize = 4096;

@@ -1,16 +1,22 @@
-//! How the gateway answers an error: the spec's `{error, code}` envelope with the code's HTTP
-//! status and `Retry-After` where the code calls for one, built from `qm_core::ApiError` so every
-//! code maps in one place.
+//! The error every HTTP handler returns, built from `qm_core::ApiError` so every code maps to its
+//! status in one place.
 
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::response::{IntoResponse, Response};
 use http::HeaderValue;
 use http::header::RETRY_AFTER;
 use qm_core::{ApiError, ErrorCode};
 
-/// Error type of every gateway handler.
+/// Error type of every handler.
 #[derive(Debug)]
 pub struct AppError(pub ApiError);
+
+impl AppError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> AppError {
+        AppError(ApiError::new(code, message))
+    }
+}
 
 impl From<ApiError> for AppError {
     fn from(error: ApiError) -> Self {
@@ -24,9 +30,14 @@ impl From<tonic::Status> for AppError {
     }
 }
 
-impl AppError {
-    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> AppError {
-        AppError(ApiError::new(code, message))
+impl From<JsonRejection> for AppError {
+    fn from(rejection: JsonRejection) -> Self {
+        let code = match rejection {
+            JsonRejection::MissingJsonContentType(_) => ErrorCode::UnsupportedMediaType,
+            JsonRejection::BytesRejection(_) => ErrorCode::PayloadTooLarge,
+            _ => ErrorCode::InvalidJson,
+        };
+        AppError::new(code, rejection.body_text())
     }
 }
 
@@ -34,7 +45,7 @@ impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let error = self.0;
         if error.code.http_status().is_server_error() {
-            tracing::warn!(code = error.code.as_str(), message = %error.message, "visitor request failed");
+            tracing::warn!(code = error.code.as_str(), message = %error.message, "request failed");
         }
         let mut response = (error.code.http_status(), Json(error.body())).into_response();
         if let Some(seconds) = error.retry_after_sec {
@@ -46,13 +57,13 @@ impl IntoResponse for AppError {
     }
 }
 
-/// Any path this process does not serve.
-pub(crate) async fn not_found() -> AppError {
+/// Any path the process does not serve.
+pub async fn not_found() -> AppError {
     AppError::new(ErrorCode::NotFound, "no such route")
 }
 
 /// A known path with the wrong verb; axum adds the `Allow` header.
-pub(crate) async fn method_not_allowed() -> AppError {
+pub async fn method_not_allowed() -> AppError {
     AppError::new(
         ErrorCode::MethodNotAllowed,
         "this method is not allowed on this path; see the Allow header",
