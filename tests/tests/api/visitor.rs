@@ -401,3 +401,32 @@ async fn an_address_holds_at_most_queue_max_per_ip_places_and_a_refusal_hands_ou
         2
     );
 }
+
+#[tokio::test]
+async fn oversized_and_non_json_bodies_are_refused_with_their_codes() {
+    let app = spawn_app().await;
+    app.create_room(room_body("body", 0, json!({}))).await;
+    let url = format!("{}/api/join", app.gateway);
+    let huge = json!({ "roomId": "body", "padding": "x".repeat(20_000) });
+    let too_large = app.send(app.http.post(&url).json(&huge)).await;
+    assert_eq!(
+        (too_large.status, too_large.code()),
+        (413, "payload_too_large"),
+        "{}",
+        too_large.text
+    );
+    let form = app
+        .send(
+            app.http
+                .post(&url)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("roomId=body"),
+        )
+        .await;
+    assert_eq!(
+        (form.status, form.code()),
+        (415, "unsupported_media_type"),
+        "{}",
+        form.text
+    );
+}
