@@ -12,6 +12,10 @@ use crate::token::Keyring;
 
 /// The key the server uses when ADMIN_KEY is unset: fine on a laptop, never on a network.
 pub const DEFAULT_ADMIN_KEY: &str = "admin-dev";
+/// Where STORE=valkey finds Valkey unless VALKEY_URL says otherwise.
+pub const DEFAULT_VALKEY_URL: &str = "redis://127.0.0.1:6379";
+/// Where SIDESTORE=pg finds Postgres unless DATABASE_URL says otherwise.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// Where configuration values come from.
 pub trait ConfigSource {
@@ -81,6 +85,10 @@ pub struct Config {
     /// Engine gRPC address (ENGINE_ADDR): where the engine listens and the others connect.
     pub engine_addr: SocketAddr,
     pub store: StoreKind,
+    /// Valkey of the durable store (VALKEY_URL); its password is withheld from health.
+    pub valkey_url: String,
+    /// Postgres of the durable store's journal (DATABASE_URL).
+    pub database_url: String,
     /// Whether SECRET was set (a random per-boot secret signs nothing that survives a restart).
     pub secret_is_configured: bool,
     secret: SecretString,
@@ -159,6 +167,38 @@ impl Config {
                 "production requires STORE=valkey SIDESTORE=pg",
             ));
         }
+        match (store, read("SIDESTORE").as_deref().map(str::trim)) {
+            (StoreKind::Valkey, Some("pg")) | (StoreKind::Memory, None | Some("memory")) => {}
+            (StoreKind::Valkey, None) => {
+                return Err(invalid(
+                    "SIDESTORE",
+                    "STORE=valkey needs SIDESTORE=pg (the journal)",
+                ));
+            }
+            (StoreKind::Valkey, Some(other)) => {
+                return Err(invalid("SIDESTORE", format!("'{other}' is not pg")));
+            }
+            (StoreKind::Memory, Some(other)) => {
+                return Err(invalid(
+                    "SIDESTORE",
+                    format!("'{other}' needs STORE=valkey; STORE=memory keeps no journal"),
+                ));
+            }
+        }
+        let valkey_url = read("VALKEY_URL").unwrap_or_else(|| DEFAULT_VALKEY_URL.to_owned());
+        if !(valkey_url.starts_with("redis://") || valkey_url.starts_with("rediss://")) {
+            return Err(invalid(
+                "VALKEY_URL",
+                "must be a redis:// or rediss:// URL (e.g. redis://127.0.0.1:6379)",
+            ));
+        }
+        let database_url = read("DATABASE_URL").unwrap_or_else(|| DEFAULT_DATABASE_URL.to_owned());
+        if !(database_url.starts_with("postgres://") || database_url.starts_with("postgresql://")) {
+            return Err(invalid(
+                "DATABASE_URL",
+                "must be a postgres:// URL (e.g. postgres://postgres@127.0.0.1:5432/postgres)",
+            ));
+        }
 
         let secret_is_configured = read("SECRET").is_some();
         let secret = match read("SECRET") {
@@ -167,6 +207,12 @@ impl Config {
             }
             Some(secret) => secret,
             None if production => return Err(invalid("SECRET", "required in production")),
+            None if store == StoreKind::Valkey => {
+                return Err(invalid(
+                    "SECRET",
+                    "required with SIDESTORE=pg: places outlive a restart, so must their signatures",
+                ));
+            }
             None => crate::ids::new_session_id(),
         };
         let secret_previous = read("SECRET_PREVIOUS").map(SecretString::from);
@@ -199,6 +245,8 @@ impl Config {
             admin_addr: SocketAddr::new(admin_host, admin_port),
             engine_addr,
             store,
+            valkey_url,
+            database_url,
             secret_is_configured,
             secret: SecretString::from(secret),
             secret_previous,
@@ -276,6 +324,9 @@ impl Config {
             "ADMIN_PORT": self.admin_addr.port(),
             "ENGINE_ADDR": self.engine_addr.to_string(),
             "STORE": self.store.as_str(),
+            "SIDESTORE": if self.store == StoreKind::Valkey { "pg" } else { "none" },
+            "VALKEY_URL": without_password(&self.valkey_url),
+            "DATABASE_URL": without_password(&self.database_url),
             "SECRET": if self.secret_is_configured { "set" } else { "random per boot" },
             "SECRET_PREVIOUS": if self.secret_previous.is_some() { "set" } else { "unset" },
             "TOKEN_SIGN_V2": self.token_sign_v2,
@@ -305,6 +356,20 @@ impl Config {
             warnings.push("STORE=memory keeps nothing across a restart".to_owned());
         }
         warnings
+    }
+}
+
+/// A URL with any password replaced, for showing.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((user_info, host)) if user_info.contains(':') => {
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}")
+        }
+        _ => url.to_owned(),
     }
 }
 
@@ -428,6 +493,36 @@ mod tests {
     }
 
     #[test]
+    fn the_durable_store_needs_its_journal_a_secret_and_urls() {
+        let durable = [
+            ("STORE", "valkey"),
+            ("SIDESTORE", "pg"),
+            ("SECRET", "a-secret-of-sixteen-or-more"),
+        ];
+        let config_ok = config(&durable).expect("valid durable config");
+        assert_eq!(config_ok.valkey_url, DEFAULT_VALKEY_URL);
+        assert_eq!(config_ok.database_url, DEFAULT_DATABASE_URL);
+        assert_eq!(config(&durable[..2]).unwrap_err().var, "SECRET");
+        assert_eq!(config(&[("SIDESTORE", "pg")]).unwrap_err().var, "SIDESTORE");
+        assert_eq!(
+            config(&[("STORE", "valkey"), ("SIDESTORE", "mysql")])
+                .unwrap_err()
+                .var,
+            "SIDESTORE"
+        );
+        let mut bad_url = durable.to_vec();
+        bad_url.push(("VALKEY_URL", "127.0.0.1:6379"));
+        assert_eq!(config(&bad_url).unwrap_err().var, "VALKEY_URL");
+        let mut bad_db = durable.to_vec();
+        bad_db.push(("DATABASE_URL", "mysql://x"));
+        assert_eq!(config(&bad_db).unwrap_err().var, "DATABASE_URL");
+        let mut with_password = durable.to_vec();
+        with_password.push(("DATABASE_URL", "postgres://qm:hunter2@db:5432/qm"));
+        let shown = config(&with_password).expect("valid").public_json();
+        assert_eq!(shown["DATABASE_URL"], "postgres://qm:***@db:5432/qm");
+    }
+
+    #[test]
     fn production_requires_the_durable_store_and_a_secret() {
         let key = ("ADMIN_KEY", "a-long-random-key");
         assert_eq!(
@@ -438,6 +533,17 @@ mod tests {
             config(&[("QM_ENV", "production"), key, ("STORE", "valkey")])
                 .unwrap_err()
                 .var,
+            "SIDESTORE"
+        );
+        assert_eq!(
+            config(&[
+                ("QM_ENV", "production"),
+                key,
+                ("STORE", "valkey"),
+                ("SIDESTORE", "pg")
+            ])
+            .unwrap_err()
+            .var,
             "SECRET"
         );
         assert_eq!(

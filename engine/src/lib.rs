@@ -3,7 +3,8 @@
 //! verify credentials at the edge and hand it verified facts.
 //!
 //! - [`domain`]: the pure room state machine, changed only by applying events.
-//! - [`store`]: the `Store` trait, atomic room-scoped operations; [`memory`] implements it.
+//! - [`store`]: the `Store` trait, atomic room-scoped operations; [`memory`] and [`durable`]
+//!   (Valkey + the Postgres journal) implement it.
 //! - `service`: the tonic service over a store; `outflow`: the per-second ticker.
 //!
 //! [`EngineApp::run`] serves the engine and the standard gRPC health service on a bound
@@ -11,6 +12,7 @@
 //! drains within `SHUTDOWN_DRAIN_SEC`.
 
 pub mod domain;
+pub mod durable;
 pub mod memory;
 mod outflow;
 mod service;
@@ -30,6 +32,7 @@ use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
+pub use durable::{DurableOptions, DurableStore};
 pub use memory::MemoryStore;
 pub use store::Store;
 
@@ -39,8 +42,8 @@ use crate::shutdown::stopped;
 /// Why the engine could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("STORE={0} is not built yet; run with STORE=memory")]
-    StoreNotBuilt(&'static str),
+    #[error("durable store: {0}")]
+    Durable(#[from] durable::DurableError),
     #[error("grpc server failed: {0}")]
     Server(#[from] tonic::transport::Error),
 }
@@ -52,13 +55,12 @@ pub struct EngineApp {
 }
 
 impl EngineApp {
-    /// Builds the engine on the configured store.
-    pub fn new(config: Arc<Config>) -> Result<EngineApp, EngineError> {
+    /// Builds the engine on the configured store. The durable store connects, migrates its
+    /// journal and brings Valkey in step with it before this returns.
+    pub async fn new(config: Arc<Config>) -> Result<EngineApp, EngineError> {
         let store: Arc<dyn Store> = match config.store {
             StoreKind::Memory => Arc::new(MemoryStore::new()),
-            StoreKind::Valkey => {
-                return Err(EngineError::StoreNotBuilt(StoreKind::Valkey.as_str()));
-            }
+            StoreKind::Valkey => Arc::new(DurableStore::start(&durable_options(&config)).await?),
         };
         Ok(EngineApp { config, store })
     }
@@ -80,6 +82,9 @@ impl EngineApp {
         health.set_serving::<EngineServer<EngineService>>().await;
 
         let ticker = tokio::spawn(outflow::run_ticker(self.store.clone(), stop.clone()));
+        if let Some(readiness) = self.store.readiness() {
+            tokio::spawn(report_storage(readiness, health.clone(), stop.clone()));
+        }
         let relay_health = health.clone();
         let relay = tokio::spawn(async move {
             shutdown.await;
@@ -121,5 +126,40 @@ impl EngineApp {
         }
         tracing::info!("engine stopped");
         result
+    }
+}
+
+/// The durable store's connection settings from the configuration.
+pub fn durable_options(config: &Config) -> DurableOptions {
+    DurableOptions {
+        valkey_url: config.valkey_url.clone(),
+        database_url: config.database_url.clone(),
+    }
+}
+
+/// Follows the store's readiness into the gRPC health service: the engine reports not serving
+/// while changes cannot be persisted, so every edge's /healthz turns 503.
+async fn report_storage(
+    mut readiness: watch::Receiver<bool>,
+    health: tonic_health::server::HealthReporter,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let ready = *readiness.borrow_and_update();
+        let status = if ready {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        if ready {
+            tracing::info!("storage ready");
+        } else {
+            tracing::warn!("storage unavailable: reporting not serving");
+        }
+        health.set_service_status("", status).await;
+        tokio::select! {
+            changed = readiness.changed() => if changed.is_err() { return },
+            () = stopped(&mut stop) => return,
+        }
     }
 }

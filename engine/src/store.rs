@@ -74,4 +74,9 @@ pub trait Store: Send + Sync + 'static {
     /// Subscribes to a room's views; a missing room reads `exists: false` until it is created.
     fn watch(&self, room_id: String) -> StoreFuture<'_, RoomWatch>;
     fn stats(&self) -> StoreFuture<'_, StatsReply>;
+
+    /// Whether the store can persist changes now, as it changes (`None`: always ready).
+    fn readiness(&self) -> Option<watch::Receiver<bool>> {
+        None
+    }
 }

@@ -57,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
         let listener = bind(engine_addr, "ENGINE_ADDR").await?;
         engine_addr = listener.local_addr()?;
         let engine = qm_engine::EngineApp::new(config.clone())
+            .await
             .map_err(|error| anyhow::anyhow!("engine: {error}"))?;
         tracing::info!(addr = %engine_addr, "engine listening (grpc)");
         let stop = shutdown.signal();

@@ -1,7 +1,12 @@
 //! The test harness: [`spawn_app`] starts the real engine, gateway and admin on ephemeral
 //! loopback ports inside the test process (they still talk gRPC to each other), and gives the
 //! test HTTP helpers to speak to them as a browser, a connector or an operator would.
+//!
+//! The store comes from `QM_TEST_STORE`: `memory` (the default) or `valkey`, which starts a
+//! private redis-server and a fresh Postgres database for each app ([`servers`]), so the same
+//! suite proves both stores.
 
+pub mod servers;
 pub mod sse;
 
 use std::collections::HashMap;
@@ -28,10 +33,46 @@ pub struct TestApp {
     pub admin: String,
     pub engine_addr: SocketAddr,
     pub config: Arc<Config>,
+    /// The servers behind a durable store (`None` on the memory store).
+    pub backing: Option<Backing>,
     /// A client without a cookie store: tests pass cookies explicitly.
     pub http: reqwest::Client,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+}
+
+/// The private Valkey and the fresh database of an app on the durable store.
+pub struct Backing {
+    pub valkey: servers::PrivateValkey,
+    pub database: servers::FreshDatabase,
+}
+
+impl Backing {
+    pub async fn start(options: servers::ValkeyOptions) -> Backing {
+        Backing {
+            valkey: servers::PrivateValkey::start(options).await,
+            database: servers::FreshDatabase::create().await,
+        }
+    }
+
+    /// The settings that point a process at these servers.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("STORE".to_owned(), "valkey".to_owned()),
+            ("SIDESTORE".to_owned(), "pg".to_owned()),
+            ("VALKEY_URL".to_owned(), self.valkey.url()),
+            ("DATABASE_URL".to_owned(), self.database.url()),
+        ]
+    }
+}
+
+/// The store the suite runs on: `QM_TEST_STORE` (memory or valkey).
+pub fn test_store() -> String {
+    match std::env::var("QM_TEST_STORE").as_deref() {
+        Err(_) | Ok("" | "memory") => "memory".to_owned(),
+        Ok("valkey") => "valkey".to_owned(),
+        Ok(other) => panic!("QM_TEST_STORE={other:?}: use memory or valkey"),
+    }
 }
 
 /// Starts every component with the test defaults.
@@ -52,6 +93,16 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
     .into_iter()
     .map(|(key, value)| (key.to_owned(), value.to_owned()))
     .collect();
+    let wants_memory = overrides
+        .iter()
+        .any(|(key, value)| *key == "STORE" && *value == "memory");
+    let backing = if test_store() == "valkey" && !wants_memory {
+        let backing = Backing::start(servers::ValkeyOptions::default()).await;
+        env.extend(backing.env());
+        Some(backing)
+    } else {
+        None
+    };
     for (key, value) in overrides {
         env.insert((*key).to_owned(), (*value).to_owned());
     }
@@ -63,7 +114,9 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
     let engine_addr = engine_listener
         .local_addr()
         .expect("bound listener has an address");
-    let engine = qm_engine::EngineApp::new(config.clone()).expect("engine builds");
+    let engine = qm_engine::EngineApp::new(config.clone())
+        .await
+        .expect("engine builds");
     let signal = stop_signal(&stop);
     tasks.push(tokio::spawn(async move {
         if let Err(error) = engine.run(engine_listener, signal).await {
@@ -106,6 +159,7 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
         admin,
         engine_addr,
         config,
+        backing,
         http,
         stop,
         tasks,

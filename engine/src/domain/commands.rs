@@ -35,41 +35,21 @@ impl Room {
     /// new place at the back of the line (ticket 0 in a bypass room), saying why the claim was
     /// not honoured.
     pub fn join(&mut self, request: &JoinRequest, now_ms: i64) -> Result<JoinOutcome, ApiError> {
-        let replaced_reason = match &request.claim {
-            None => None,
-            Some(claim) => match self.honour_claim(claim, &request.session_hash, now_ms) {
-                Ok(place) => {
-                    return Ok(JoinOutcome {
-                        place,
-                        record: None,
-                    });
-                }
-                Err(reason) => Some(reason),
-            },
+        let replaced_reason = match self.join_without_minting(request, now_ms) {
+            Ok(place) => {
+                return Ok(JoinOutcome {
+                    place,
+                    record: None,
+                });
+            }
+            Err(reason) => reason,
         };
-
-        if self.effective_state(now_ms) == EffectiveState::Bypass {
-            let mut place = self.passed_place(0, now_ms + self.pass_ttl_ms(), false, now_ms);
-            place.new_place = true;
-            place.replaced_reason = replaced_reason;
-            return Ok(JoinOutcome {
-                place,
-                record: None,
-            });
-        }
-
         if !request.identity.is_empty()
             && let Some(cap) = self.config.queue_max_per_ip
             && self.waiting_for_identity(&request.identity) >= cap
         {
-            return Err(ApiError::new(
-                ErrorCode::QueueIdentityLimit,
-                format!(
-                    "this address already holds {cap} places in this line; wait for one to be admitted"
-                ),
-            ));
+            return Err(self.identity_limit_error());
         }
-
         let ticket = self.next_ticket;
         let record = self.commit(
             now_ms,
@@ -79,14 +59,63 @@ impl Room {
                 identity: request.identity.clone(),
             },
         );
-        let bound = !request.session_hash.is_empty();
-        let mut place = self.waiting_place(ticket, bound, now_ms);
-        place.new_place = true;
-        place.replaced_reason = replaced_reason;
         Ok(JoinOutcome {
-            place,
+            place: self.minted_place(ticket, request, replaced_reason, now_ms),
             record: Some(record),
         })
+    }
+
+    /// The half of a join that mints nothing: the kept claimed place, or a bypass pass (ticket
+    /// 0). `Err` carries why a claim was not honoured when a ticket must be minted.
+    pub fn join_without_minting(
+        &self,
+        request: &JoinRequest,
+        now_ms: i64,
+    ) -> Result<PlaceStatus, Option<LapseReason>> {
+        let replaced_reason = match &request.claim {
+            None => None,
+            Some(claim) => match self.honour_claim(claim, &request.session_hash, now_ms) {
+                Ok(place) => return Ok(place),
+                Err(reason) => Some(reason),
+            },
+        };
+        if self.effective_state(now_ms) == EffectiveState::Bypass {
+            return Ok(self.bypass_place(replaced_reason, now_ms));
+        }
+        Err(replaced_reason)
+    }
+
+    /// A new bypass pass: ticket 0, holding nothing.
+    pub fn bypass_place(&self, replaced_reason: Option<LapseReason>, now_ms: i64) -> PlaceStatus {
+        let mut place = self.passed_place(0, now_ms + self.pass_ttl_ms(), false, now_ms);
+        place.new_place = true;
+        place.replaced_reason = replaced_reason;
+        place
+    }
+
+    /// The answer to a join that minted `ticket` (already applied to this room).
+    pub fn minted_place(
+        &self,
+        ticket: u64,
+        request: &JoinRequest,
+        replaced_reason: Option<LapseReason>,
+        now_ms: i64,
+    ) -> PlaceStatus {
+        let mut place = self.waiting_place(ticket, !request.session_hash.is_empty(), now_ms);
+        place.new_place = true;
+        place.replaced_reason = replaced_reason;
+        place
+    }
+
+    /// The refusal of a join over `queueMaxPerIp`.
+    pub fn identity_limit_error(&self) -> ApiError {
+        let cap = self.config.queue_max_per_ip.unwrap_or_default();
+        ApiError::new(
+            ErrorCode::QueueIdentityLimit,
+            format!(
+                "this address already holds {cap} places in this line; wait for one to be admitted"
+            ),
+        )
     }
 
     /// The claimed place if it is kept, else why not.
@@ -150,12 +179,7 @@ impl Room {
         count: u64,
         now_ms: i64,
     ) -> Result<(u64, Option<EventRecord>), ApiError> {
-        if !(1..=MAX_FLUSH).contains(&count) {
-            return Err(ApiError::new(
-                ErrorCode::InvalidCount,
-                format!("count must be a whole number from 1 to {MAX_FLUSH}"),
-            ));
-        }
+        check_flush_count(count)?;
         let admit = count.min(self.waiting());
         if admit == 0 {
             return Ok((0, None));
@@ -196,12 +220,7 @@ impl Room {
         let was = match self.ticket_status(ticket) {
             Some(TicketStatus::Waiting) => EjectedFrom::Waiting,
             Some(TicketStatus::Passed { .. }) => EjectedFrom::Passed,
-            _ => {
-                return Err(ApiError::new(
-                    ErrorCode::TicketNotFound,
-                    format!("ticket {ticket} is neither waiting nor holding a pass in this room"),
-                ));
-            }
+            _ => return Err(ticket_not_found(ticket)),
         };
         Ok((was, self.commit(now_ms, RoomEvent::Ejected { ticket, was })))
     }
@@ -243,4 +262,23 @@ impl Room {
     pub fn delete(&mut self, now_ms: i64) -> EventRecord {
         self.commit(now_ms, RoomEvent::Deleted)
     }
+}
+
+/// Refuses a flush count outside `1..=MAX_FLUSH`.
+pub fn check_flush_count(count: u64) -> Result<(), ApiError> {
+    if (1..=MAX_FLUSH).contains(&count) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::InvalidCount,
+        format!("count must be a whole number from 1 to {MAX_FLUSH}"),
+    ))
+}
+
+/// The refusal of an eject for a ticket that is neither waiting nor holding a pass.
+pub fn ticket_not_found(ticket: u64) -> ApiError {
+    ApiError::new(
+        ErrorCode::TicketNotFound,
+        format!("ticket {ticket} is neither waiting nor holding a pass in this room"),
+    )
 }

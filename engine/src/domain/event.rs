@@ -72,6 +72,24 @@ pub enum RoomEvent {
     Deleted,
 }
 
+impl RoomEvent {
+    /// The event's type tag as it appears in the serialized form.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RoomEvent::Created { .. } => "created",
+            RoomEvent::Updated { .. } => "updated",
+            RoomEvent::Joined { .. } => "joined",
+            RoomEvent::Passed { .. } => "passed",
+            RoomEvent::Ejected { .. } => "ejected",
+            RoomEvent::Purged { .. } => "purged",
+            RoomEvent::RateSet { .. } => "rate_set",
+            RoomEvent::StateSet { .. } => "state_set",
+            RoomEvent::Scheduled { .. } => "scheduled",
+            RoomEvent::Deleted => "deleted",
+        }
+    }
+}
+
 /// Who admitted a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -13,7 +13,7 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use commands::{JoinOutcome, JoinRequest, MAX_FLUSH};
+pub use commands::{JoinOutcome, JoinRequest, MAX_FLUSH, check_flush_count, ticket_not_found};
 pub use event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 pub use place::{
     CheckAction, CheckAnswer, Claim, ClaimedPlace, LapseReason, PlaceAnswer, PlaceStatus,

@@ -443,7 +443,13 @@ async fn admin_health_shows_the_effective_config_without_secrets() {
     let app = spawn_app().await;
     let reply = app.admin_call(Method::GET, "/health", None).await;
     assert_eq!(reply.status, 200, "{}", reply.text);
-    assert_eq!(reply.body["config"]["STORE"], "memory");
+    assert_eq!(reply.body["config"]["STORE"], app.config.store.as_str());
+    let store = if app.backing.is_some() {
+        "valkey+pg"
+    } else {
+        "memory"
+    };
+    assert_eq!(reply.body["storage"]["store"], store, "{}", reply.text);
     assert_eq!(reply.body["storage"]["ready"], true);
     assert!(reply.body["warnings"].is_array());
     assert!(!reply.text.contains(TEST_ADMIN_KEY));

@@ -1,0 +1,191 @@
+//! The Postgres journal: `rooms` (each room id's last committed seq) and `room_events`, the
+//! gap-free record of every room's events. A batch commits in one transaction and only for
+//! rooms whose journal it continues exactly (`last_seq = first - 1` under the row lock), so the
+//! journal never holds a gap or a reordering however many engines write to it.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{ConnectOptions, Row};
+
+use crate::domain::EventRecord;
+
+/// Migrations embedded from the workspace's `migrations/` folder.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../migrations");
+
+/// One room's contiguous run of events to commit.
+#[derive(Debug, Clone)]
+pub(crate) struct Run {
+    pub(crate) room_id: String,
+    pub(crate) records: Vec<EventRecord>,
+}
+
+impl Run {
+    fn first_seq(&self) -> u64 {
+        self.records.first().map_or(0, |record| record.seq)
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.records.last().map_or(0, |record| record.seq)
+    }
+}
+
+/// A journaled room id: its last seq and whether it was ever created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalRoom {
+    pub room_id: String,
+    pub last_seq: u64,
+}
+
+#[derive(Clone)]
+pub struct Journal {
+    pool: PgPool,
+}
+
+impl Journal {
+    /// Connects lazily: the engine starts (and reports not ready) while Postgres is down.
+    pub fn connect_lazy(url: &str) -> Result<Journal, sqlx::Error> {
+        let options: PgConnectOptions = url.parse()?;
+        let options = options.disable_statement_logging();
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(2))
+            .connect_lazy_with(options);
+        Ok(Journal { pool })
+    }
+
+    pub async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError> {
+        MIGRATOR.run(&self.pool).await
+    }
+
+    /// `SELECT 1`: is the journal reachable.
+    pub async fn ping(&self) -> Result<(), sqlx::Error> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+    }
+
+    /// Commits every run that continues its room's journal, in one transaction, and answers
+    /// which rooms were committed. A run that does not continue its room (an earlier seq is
+    /// still in flight from another engine, or the journal moved on) is left out, not failed.
+    pub(crate) async fn commit(&self, runs: &[Run]) -> Result<Vec<String>, sqlx::Error> {
+        let room_ids: Vec<&str> = runs.iter().map(|run| run.room_id.as_str()).collect();
+        let firsts: Vec<i64> = runs.iter().map(|run| run.first_seq() as i64).collect();
+        let lasts: Vec<i64> = runs.iter().map(|run| run.last_seq() as i64).collect();
+
+        let mut transaction = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO rooms (room_id) SELECT room_id FROM UNNEST($1::text[]) AS r(room_id) \
+             ON CONFLICT (room_id) DO NOTHING",
+        )
+        .bind(&room_ids)
+        .execute(&mut *transaction)
+        .await?;
+        let committed: Vec<String> = sqlx::query_scalar(
+            "UPDATE rooms SET last_seq = r.last_seq \
+             FROM UNNEST($1::text[], $2::bigint[], $3::bigint[]) AS r(room_id, first_seq, last_seq) \
+             WHERE rooms.room_id = r.room_id AND rooms.last_seq = r.first_seq - 1 \
+             RETURNING rooms.room_id",
+        )
+        .bind(&room_ids)
+        .bind(&firsts)
+        .bind(&lasts)
+        .fetch_all(&mut *transaction)
+        .await?;
+
+        let mut event_rooms = Vec::new();
+        let mut seqs = Vec::new();
+        let mut ats = Vec::new();
+        let mut kinds = Vec::new();
+        let mut payloads = Vec::new();
+        for run in runs.iter().filter(|run| committed.contains(&run.room_id)) {
+            for record in &run.records {
+                event_rooms.push(run.room_id.as_str());
+                seqs.push(record.seq as i64);
+                ats.push(record.at_ms);
+                kinds.push(record.event.kind());
+                payloads.push(
+                    serde_json::to_value(&record.event)
+                        .map_err(|error| sqlx::Error::Encode(Box::new(error)))?,
+                );
+            }
+        }
+        if !seqs.is_empty() {
+            sqlx::query(
+                "INSERT INTO room_events (room_id, seq, at_ms, kind, payload) \
+                 SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::jsonb[])",
+            )
+            .bind(&event_rooms)
+            .bind(&seqs)
+            .bind(&ats)
+            .bind(&kinds)
+            .bind(&payloads)
+            .execute(&mut *transaction)
+            .await?;
+        }
+        transaction.commit().await?;
+        Ok(committed)
+    }
+
+    /// Every journaled room id, in creation order.
+    pub async fn rooms(&self) -> Result<Vec<JournalRoom>, sqlx::Error> {
+        let rows = sqlx::query("SELECT room_id, last_seq FROM rooms ORDER BY created_order")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(JournalRoom {
+                    room_id: row.try_get("room_id")?,
+                    last_seq: row.try_get::<i64, _>("last_seq")? as u64,
+                })
+            })
+            .collect()
+    }
+
+    /// The room's last committed seq (`None` for an id never journaled).
+    pub async fn last_seq(&self, room_id: &str) -> Result<Option<u64>, sqlx::Error> {
+        let seq: Option<i64> = sqlx::query_scalar("SELECT last_seq FROM rooms WHERE room_id = $1")
+            .bind(room_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(seq.map(|seq| seq as u64))
+    }
+
+    /// The room's events with seq above `after`, in seq order. A row that does not parse is an
+    /// error: a rebuild never skips what it cannot read.
+    pub async fn events_after(
+        &self,
+        room_id: &str,
+        after: u64,
+    ) -> Result<Vec<EventRecord>, JournalReadError> {
+        let rows = sqlx::query(
+            "SELECT seq, at_ms, payload FROM room_events WHERE room_id = $1 AND seq > $2 ORDER BY seq",
+        )
+        .bind(room_id)
+        .bind(after as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let seq = row.try_get::<i64, _>("seq")? as u64;
+                let payload: serde_json::Value = row.try_get("payload")?;
+                let event = serde_json::from_value(payload)
+                    .map_err(|error| JournalReadError::Unreadable { seq, error })?;
+                Ok(EventRecord {
+                    seq,
+                    at_ms: row.try_get("at_ms")?,
+                    event,
+                })
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalReadError {
+    #[error("journal unreachable: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("journal event seq {seq} does not parse: {error}")]
+    Unreadable { seq: u64, error: serde_json::Error },
+}
