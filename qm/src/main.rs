@@ -1,5 +1,6 @@
 //! The `qm` binary. It only parses the target and wires the components: the logic lives in the
-//! `qm-engine`, `qm-gateway` and `qm-admin` libraries. `qm` alone runs `qm all`.
+//! `qm-engine`, `qm-gateway` and `qm-admin` libraries. `qm` alone runs `qm all`. `qm migrate`
+//! and `qm rebuild [ROOM]` are the durable store's maintenance commands.
 
 use std::sync::Arc;
 
@@ -18,7 +19,21 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(name = "qm", version, about = "Queue Manager: a virtual waiting room")]
 struct Cli {
     #[command(subcommand)]
-    target: Option<Target>,
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Clone, PartialEq, Eq)]
+enum Command {
+    #[command(flatten)]
+    Run(Target),
+    /// Applies the journal's migrations to DATABASE_URL and exits.
+    Migrate,
+    /// Replays the journal (DATABASE_URL) into Valkey (VALKEY_URL) for one room or every room,
+    /// refusing a room whose journal has a gap; exits 1 if any room could not be rebuilt.
+    Rebuild {
+        /// The room id; every journaled room when omitted.
+        room: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Clone, Copy, PartialEq, Eq)]
@@ -36,13 +51,18 @@ enum Target {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     init_logging();
-    let target = Cli::parse().target.unwrap_or(Target::All);
+    let command = Cli::parse().command.unwrap_or(Command::Run(Target::All));
     let config = match Config::from_source(&ProcessEnv) {
         Ok(config) => Arc::new(config),
         Err(error) => {
             eprintln!("qm: configuration error: {error}");
             std::process::exit(2);
         }
+    };
+    let target = match command {
+        Command::Run(target) => target,
+        Command::Migrate => return migrate(&config).await,
+        Command::Rebuild { room } => return rebuild(&config, room.as_deref()).await,
     };
     for warning in config.warnings() {
         tracing::warn!(%warning, "configuration");
@@ -107,6 +127,32 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     outcome
+}
+
+async fn migrate(config: &Config) -> anyhow::Result<()> {
+    let journal = qm_engine::durable::journal::Journal::connect_lazy(&config.database_url)
+        .context("DATABASE_URL")?;
+    journal.migrate().await.context("migrations")?;
+    println!("qm migrate: the journal schema is up to date");
+    Ok(())
+}
+
+async fn rebuild(config: &Config, room: Option<&str>) -> anyhow::Result<()> {
+    let store = qm_engine::DurableStore::start(&qm_engine::durable_options(config))
+        .await
+        .context("durable store")?;
+    match store.rebuild(room).await {
+        Ok(rooms) => {
+            for room in rooms {
+                println!("qm rebuild: {room}: rebuilt from the journal");
+            }
+            Ok(())
+        }
+        Err(why) => {
+            eprintln!("qm rebuild: {why}");
+            std::process::exit(1);
+        }
+    }
 }
 
 async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListener> {

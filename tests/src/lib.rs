@@ -6,6 +6,7 @@
 //! private redis-server and a fresh Postgres database for each app ([`servers`]), so the same
 //! suite proves both stores.
 
+pub mod process;
 pub mod servers;
 pub mod sse;
 
@@ -75,15 +76,9 @@ pub fn test_store() -> String {
     }
 }
 
-/// Starts every component with the test defaults.
-pub async fn spawn_app() -> TestApp {
-    spawn_app_with(&[]).await
-}
-
-/// Starts every component, with `overrides` on top of the test defaults (a map, never the
-/// process environment, so tests run in parallel).
-pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
-    let mut env: HashMap<String, String> = [
+/// The settings every test process starts from.
+pub fn test_env() -> HashMap<String, String> {
+    [
         ("SECRET", "integration-test-secret-0123456789"),
         ("ADMIN_KEY", TEST_ADMIN_KEY),
         ("PUBLIC_API_KEY", "public-api-key-0123"),
@@ -92,7 +87,18 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
     ]
     .into_iter()
     .map(|(key, value)| (key.to_owned(), value.to_owned()))
-    .collect();
+    .collect()
+}
+
+/// Starts every component with the test defaults.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(&[]).await
+}
+
+/// Starts every component, with `overrides` on top of the test defaults (a map, never the
+/// process environment, so tests run in parallel).
+pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
+    let mut env = test_env();
     let wants_memory = overrides
         .iter()
         .any(|(key, value)| *key == "STORE" && *value == "memory");
@@ -108,8 +114,6 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
     }
     let config = Arc::new(Config::from_source(&env).expect("test configuration is valid"));
     let (stop, _) = watch::channel(false);
-    let mut tasks = Vec::new();
-
     let engine_listener = bind().await;
     let engine_addr = engine_listener
         .local_addr()
@@ -118,11 +122,33 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
         .await
         .expect("engine builds");
     let signal = stop_signal(&stop);
-    tasks.push(tokio::spawn(async move {
+    let engine_task = tokio::spawn(async move {
         if let Err(error) = engine.run(engine_listener, signal).await {
             panic!("engine stopped: {error}");
         }
-    }));
+    });
+    let mut app = start_edge(config, engine_addr, stop).await;
+    app.backing = backing;
+    app.tasks.push(engine_task);
+    app.wait_ready().await;
+    app
+}
+
+/// Starts a gateway and an admin process in this test process, talking to an engine that runs
+/// elsewhere (a `qm engine` child process in the fault tests). Not waited on for readiness:
+/// the engine may be down on purpose.
+pub async fn spawn_edge(engine_addr: SocketAddr, env: &HashMap<String, String>) -> TestApp {
+    let config = Arc::new(Config::from_source(env).expect("test configuration is valid"));
+    let (stop, _) = watch::channel(false);
+    start_edge(config, engine_addr, stop).await
+}
+
+async fn start_edge(
+    config: Arc<Config>,
+    engine_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+) -> TestApp {
+    let mut tasks = Vec::new();
 
     let gateway_listener = bind().await;
     let gateway = format!("http://{}", gateway_listener.local_addr().expect("address"));
@@ -154,18 +180,16 @@ pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
         .timeout(Duration::from_secs(30))
         .build()
         .expect("http client builds");
-    let app = TestApp {
+    TestApp {
         gateway,
         admin,
         engine_addr,
         config,
-        backing,
+        backing: None,
         http,
         stop,
         tasks,
-    };
-    app.wait_ready().await;
-    app
+    }
 }
 
 async fn bind() -> TcpListener {
@@ -251,7 +275,8 @@ impl Reply {
 
 impl TestApp {
     /// Waits until both HTTP processes report ready.
-    async fn wait_ready(&self) {
+    /// Waits until the gateway and the admin process both answer /healthz 200.
+    pub async fn wait_ready(&self) {
         for _ in 0..200 {
             let gateway = self.get(&format!("{}/healthz", self.gateway)).await.status;
             let admin = self.get(&format!("{}/healthz", self.admin)).await.status;
