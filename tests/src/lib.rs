@@ -98,17 +98,23 @@ pub async fn spawn_app() -> TestApp {
 /// Starts every component, with `overrides` on top of the test defaults (a map, never the
 /// process environment, so tests run in parallel).
 pub async fn spawn_app_with(overrides: &[(&str, &str)]) -> TestApp {
-    let mut env = test_env();
     let wants_memory = overrides
         .iter()
         .any(|(key, value)| *key == "STORE" && *value == "memory");
     let backing = if test_store() == "valkey" && !wants_memory {
-        let backing = Backing::start(servers::ValkeyOptions::default()).await;
-        env.extend(backing.env());
-        Some(backing)
+        Some(Backing::start(servers::ValkeyOptions::default()).await)
     } else {
         None
     };
+    spawn_app_on(backing, overrides).await
+}
+
+/// Starts every component on `backing` (the durable store) or, without one, the memory store.
+pub async fn spawn_app_on(backing: Option<Backing>, overrides: &[(&str, &str)]) -> TestApp {
+    let mut env = test_env();
+    if let Some(backing) = &backing {
+        env.extend(backing.env());
+    }
     for (key, value) in overrides {
         env.insert((*key).to_owned(), (*value).to_owned());
     }

@@ -66,40 +66,39 @@ impl Journal {
             .map(|_| ())
     }
 
-    /// Commits every run that continues its room's journal, in one transaction, and answers
-    /// which rooms were committed. A run that does not continue its room (an earlier seq is
-    /// still in flight from another engine, or the journal moved on) is left out, not failed.
+    /// Commits every run that continues its room's journal and answers which rooms were
+    /// committed. A run that does not continue its room (an earlier seq is still in flight from
+    /// another engine, or the journal moved on) is left out, not failed.
+    ///
+    /// One statement, so one round trip and atomic on its own: the `UPDATE` moves each room's
+    /// `last_seq` under its row lock only where it reads `first - 1`, and the events are
+    /// inserted for exactly the rooms it moved.
     pub(crate) async fn commit(&self, runs: &[Run]) -> Result<Vec<String>, sqlx::Error> {
         let room_ids: Vec<&str> = runs.iter().map(|run| run.room_id.as_str()).collect();
         let firsts: Vec<i64> = runs.iter().map(|run| run.first_seq() as i64).collect();
         let lasts: Vec<i64> = runs.iter().map(|run| run.last_seq() as i64).collect();
-
-        let mut transaction = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO rooms (room_id) SELECT room_id FROM UNNEST($1::text[]) AS r(room_id) \
-             ON CONFLICT (room_id) DO NOTHING",
-        )
-        .bind(&room_ids)
-        .execute(&mut *transaction)
-        .await?;
-        let committed: Vec<String> = sqlx::query_scalar(
-            "UPDATE rooms SET last_seq = r.last_seq \
-             FROM UNNEST($1::text[], $2::bigint[], $3::bigint[]) AS r(room_id, first_seq, last_seq) \
-             WHERE rooms.room_id = r.room_id AND rooms.last_seq = r.first_seq - 1 \
-             RETURNING rooms.room_id",
-        )
-        .bind(&room_ids)
-        .bind(&firsts)
-        .bind(&lasts)
-        .fetch_all(&mut *transaction)
-        .await?;
+        // A room id's first event ever (seq 1) needs its row; a re-created room keeps its own.
+        let new_rooms: Vec<&str> = runs
+            .iter()
+            .filter(|run| run.first_seq() == 1)
+            .map(|run| run.room_id.as_str())
+            .collect();
+        if !new_rooms.is_empty() {
+            sqlx::query(
+                "INSERT INTO rooms (room_id) SELECT room_id FROM UNNEST($1::text[]) AS r(room_id) \
+                 ON CONFLICT (room_id) DO NOTHING",
+            )
+            .bind(&new_rooms)
+            .execute(&self.pool)
+            .await?;
+        }
 
         let mut event_rooms = Vec::new();
         let mut seqs = Vec::new();
         let mut ats = Vec::new();
         let mut kinds = Vec::new();
         let mut payloads = Vec::new();
-        for run in runs.iter().filter(|run| committed.contains(&run.room_id)) {
+        for run in runs {
             for record in &run.records {
                 event_rooms.push(run.room_id.as_str());
                 seqs.push(record.seq as i64);
@@ -111,21 +110,31 @@ impl Journal {
                 );
             }
         }
-        if !seqs.is_empty() {
-            sqlx::query(
-                "INSERT INTO room_events (room_id, seq, at_ms, kind, payload) \
-                 SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::jsonb[])",
-            )
-            .bind(&event_rooms)
-            .bind(&seqs)
-            .bind(&ats)
-            .bind(&kinds)
-            .bind(&payloads)
-            .execute(&mut *transaction)
-            .await?;
-        }
-        transaction.commit().await?;
-        Ok(committed)
+        sqlx::query_scalar(
+            "WITH moved AS ( \
+                 UPDATE rooms SET last_seq = r.last_seq \
+                 FROM UNNEST($1::text[], $2::bigint[], $3::bigint[]) AS r(room_id, first_seq, last_seq) \
+                 WHERE rooms.room_id = r.room_id AND rooms.last_seq = r.first_seq - 1 \
+                 RETURNING rooms.room_id \
+             ), written AS ( \
+                 INSERT INTO room_events (room_id, seq, at_ms, kind, payload) \
+                 SELECT e.room_id, e.seq, e.at_ms, e.kind, e.payload \
+                 FROM UNNEST($4::text[], $5::bigint[], $6::bigint[], $7::text[], $8::jsonb[]) \
+                     AS e(room_id, seq, at_ms, kind, payload) \
+                 WHERE e.room_id IN (SELECT room_id FROM moved) \
+             ) \
+             SELECT room_id FROM moved",
+        )
+        .bind(&room_ids)
+        .bind(&firsts)
+        .bind(&lasts)
+        .bind(&event_rooms)
+        .bind(&seqs)
+        .bind(&ats)
+        .bind(&kinds)
+        .bind(&payloads)
+        .fetch_all(&self.pool)
+        .await
     }
 
     /// Every journaled room id, in creation order.

@@ -29,7 +29,7 @@ use qm_core::{ApiError, ErrorCode};
 use qm_proto::{RoomInfoReply, StatsReply};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use self::committer::Committer;
 use self::journal::{Journal, JournalReadError};
@@ -92,6 +92,8 @@ pub(crate) struct Shared {
     journal_ok: AtomicBool,
     valkey_ok: AtomicBool,
     ready: watch::Sender<bool>,
+    /// Changes to announce, in order, by a task of their own so no commit waits on pub/sub.
+    announcements: mpsc::UnboundedSender<Change>,
 }
 
 impl Shared {
@@ -141,22 +143,16 @@ impl Shared {
         if self.replicas.apply(room_id, records, now_ms()).is_err() {
             self.catch_up(room_id).await;
         }
-        let change = Change {
+        self.announce(Change {
             engine: self.engine_id.clone(),
             room: room_id.to_owned(),
             records: records.to_vec(),
             reload: false,
-        };
-        self.announce(&change).await;
+        });
     }
 
-    async fn announce(&self, change: &Change) {
-        let Ok(message) = serde_json::to_string(change) else {
-            return;
-        };
-        if let Err(error) = self.valkey.publish(message).await {
-            tracing::warn!(%error, room_id = change.room, "could not announce a change to other engines");
-        }
+    fn announce(&self, change: Change) {
+        let _ = self.announcements.send(change);
     }
 
     /// Brings the replica up to the journal.
@@ -222,13 +218,12 @@ impl Shared {
         );
         self.replicas.install(room, None, now);
         self.undiverge(room_id);
-        self.announce(&Change {
+        self.announce(Change {
             engine: self.engine_id.clone(),
             room: room_id.to_owned(),
             records: Vec::new(),
             reload: true,
-        })
-        .await;
+        });
         Ok(())
     }
 
@@ -325,6 +320,8 @@ impl DurableStore {
         valkey.load_library().await?;
 
         let (ready, _) = watch::channel(true);
+        let (announcements, to_announce) = mpsc::unbounded_channel();
+        tokio::spawn(announce_changes(valkey.clone(), to_announce));
         let shared = Arc::new(Shared {
             engine_id: qm_core::ids::new_session_id(),
             valkey,
@@ -334,6 +331,7 @@ impl DurableStore {
             journal_ok: AtomicBool::new(true),
             valkey_ok: AtomicBool::new(true),
             ready,
+            announcements,
         });
         load_rooms(&shared).await?;
         tokio::spawn(follow_changes(shared.clone(), options.valkey_url.clone()));
@@ -626,8 +624,9 @@ impl DurableStore {
     }
 
     async fn flush_now(&self, room_id: &str, count: u64) -> Result<(u64, RoomJson), ApiError> {
-        check_flush_count(count)?;
+        // Room first, then the argument: the same order of refusals as the memory store.
         self.serviceable(room_id)?;
+        check_flush_count(count)?;
         let now = now_ms();
         let reply = self.guard(room_id, self.shared.valkey.flush(room_id, now, count).await)?;
         if reply.status == 0 {
@@ -811,6 +810,18 @@ async fn recover(shared: Arc<Shared>) {
     }
 }
 
+/// Publishes this engine's changes for the other engines, in the order they were committed.
+async fn announce_changes(valkey: Valkey, mut changes: mpsc::UnboundedReceiver<Change>) {
+    while let Some(change) = changes.recv().await {
+        let Ok(message) = serde_json::to_string(&change) else {
+            continue;
+        };
+        if let Err(error) = valkey.publish(message).await {
+            tracing::warn!(%error, room_id = change.room, "could not announce a change to other engines");
+        }
+    }
+}
+
 /// Follows other engines' commits and rebuilds over pub/sub.
 async fn follow_changes(shared: Arc<Shared>, url: String) {
     let subscriber = match fred::prelude::Config::from_url(&url)
@@ -928,6 +939,7 @@ impl Store for DurableStore {
 
     fn set_rate(&self, room_id: String, rate_per_minute: u32) -> StoreFuture<'_, RoomJson> {
         Box::pin(async move {
+            self.serviceable(&room_id)?;
             let rate_per_minute = check_rate(u64::from(rate_per_minute))?;
             self.set_field(
                 &room_id,

@@ -2,8 +2,11 @@
 //! machine, because these machines are shared and noisy: a ratio travels, a raw number does not.
 //!
 //! `qm-bench burst-join` — a burst of joins through HTTP on loopback against the real gateway,
-//! engine (memory store) and admin, beside a bare hyper server answering the same client with
-//! the same concurrency.
+//! engine and admin, beside a bare hyper server answering the same client with the same
+//! concurrency. `--store valkey` runs the durable store on a private redis-server (AOF on,
+//! appendfsync everysec, as production) and a fresh Postgres database, and also measures the
+//! two ceilings a durable join stands on: raw Valkey round trips/s and Postgres rows/s in
+//! batched inserts.
 
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
@@ -54,6 +57,19 @@ struct Run {
 }
 
 impl Run {
+    fn from_results(requests: usize, elapsed: Duration, results: Vec<(Duration, bool)>) -> Run {
+        let failures = results.iter().filter(|(_, ok)| !ok).count();
+        let mut latencies: Vec<Duration> =
+            results.into_iter().map(|(latency, _)| latency).collect();
+        latencies.sort_unstable();
+        Run {
+            requests,
+            elapsed,
+            latencies,
+            failures,
+        }
+    }
+
     fn per_second(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64()
     }
@@ -94,16 +110,7 @@ async fn drive(
         .buffer_unordered(concurrency)
         .collect()
         .await;
-    let elapsed = started.elapsed();
-    let failures = results.iter().filter(|(_, ok)| !ok).count();
-    let mut latencies: Vec<Duration> = results.into_iter().map(|(latency, _)| latency).collect();
-    latencies.sort_unstable();
-    Run {
-        requests: count,
-        elapsed,
-        latencies,
-        failures,
-    }
+    Run::from_results(count, started.elapsed(), results)
 }
 
 /// The ceiling: a bare hyper HTTP/1.1 server that answers every request with a small JSON body.
@@ -147,10 +154,94 @@ fn client(concurrency: usize) -> reqwest::Client {
         .expect("http client builds")
 }
 
+/// Raw Valkey round trips/s: PING, `concurrency` in flight, through one pipelined client.
+async fn valkey_round_trips(url: &str, count: usize, concurrency: usize) -> anyhow::Result<Run> {
+    use fred::prelude::*;
+    let client = Builder::from_config(Config::from_url(url)?).build()?;
+    client.init().await?;
+    let started = Instant::now();
+    let results: Vec<(Duration, bool)> = futures::stream::iter(0..count)
+        .map(|_| {
+            let client = client.clone();
+            async move {
+                let sent = Instant::now();
+                let ok = client.ping::<String>(None).await.is_ok();
+                (sent.elapsed(), ok)
+            }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    Ok(Run::from_results(count, started.elapsed(), results))
+}
+
+/// Postgres rows/s in batched inserts: one transaction of `batch` rows per round trip, as
+/// the journal's group commit writes them, from `concurrency` connections at once.
+async fn postgres_batched_inserts(
+    url: &str,
+    rows: usize,
+    batch: usize,
+    connections: usize,
+) -> anyhow::Result<Run> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(connections as u32)
+        .connect(url)
+        .await?;
+    sqlx::query(
+        "CREATE TABLE bench_events (room_id text, seq bigint, at_ms bigint, payload jsonb, \
+         PRIMARY KEY (room_id, seq))",
+    )
+    .execute(&pool)
+    .await?;
+    let payload = json!({"type": "joined", "ticket": 1, "sessionHash": "0".repeat(64), "identity": "127.0.0.1"});
+    let started = Instant::now();
+    let batches = rows.div_ceil(batch);
+    let results: Vec<(Duration, bool)> = futures::stream::iter(0..batches)
+        .map(|index| {
+            let pool = pool.clone();
+            let payload = payload.clone();
+            async move {
+                let sent = Instant::now();
+                let seqs: Vec<i64> = (0..batch as i64).map(|n| (index * batch) as i64 + n).collect();
+                let rooms = vec!["bench"; batch];
+                let ats = vec![0i64; batch];
+                let payloads = vec![payload; batch];
+                let ok = async {
+                    let mut transaction = pool.begin().await?;
+                    sqlx::query(
+                        "INSERT INTO bench_events SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::bigint[], $4::jsonb[])",
+                    )
+                    .bind(&rooms)
+                    .bind(&seqs)
+                    .bind(&ats)
+                    .bind(&payloads)
+                    .execute(&mut *transaction)
+                    .await?;
+                    transaction.commit().await
+                }
+                .await
+                .is_ok();
+                (sent.elapsed(), ok)
+            }
+        })
+        .buffer_unordered(connections)
+        .collect()
+        .await;
+    let elapsed = started.elapsed();
+    let mut run = Run::from_results(batches, elapsed, results);
+    // The figure is rows/s: each request carried `batch` rows.
+    run.requests = batches * batch;
+    Ok(run)
+}
+
 async fn burst_join(joins: usize, concurrency: usize, store: &str) -> anyhow::Result<()> {
-    if store != "memory" {
-        anyhow::bail!("--store {store}: only the memory store is built so far");
-    }
+    let backing = match store {
+        "memory" => None,
+        "valkey" => {
+            Some(qm_tests::Backing::start(qm_tests::servers::ValkeyOptions { aof: true }).await)
+        }
+        other => anyhow::bail!("--store {other}: use memory or valkey"),
+    };
     let client = client(concurrency);
 
     // Warm both paths (connections, allocators) before measuring.
@@ -167,7 +258,17 @@ async fn burst_join(joins: usize, concurrency: usize, store: &str) -> anyhow::Re
     )
     .await;
 
-    let app = qm_tests::spawn_app().await;
+    let mut durable_ceilings = Vec::new();
+    if let Some(backing) = &backing {
+        let valkey =
+            valkey_round_trips(&backing.valkey.url(), joins.max(50_000), concurrency).await?;
+        let postgres =
+            postgres_batched_inserts(&backing.database.url(), joins.max(50_000), 256, 4).await?;
+        durable_ceilings.push(("raw Valkey round trips (PING)", valkey));
+        durable_ceilings.push(("Postgres rows in 256-row batches", postgres));
+    }
+
+    let app = qm_tests::spawn_app_on(backing, &[]).await;
     app.create_room(qm_tests::room_body("warm", 0, json!({})))
         .await;
     app.create_room(qm_tests::room_body("bench", 0, json!({})))
@@ -201,10 +302,10 @@ async fn burst_join(joins: usize, concurrency: usize, store: &str) -> anyhow::Re
         "{:<34} {:>12} {:>10} {:>10} {:>9}",
         "run", "requests/s", "p50 ms", "p99 ms", "failures"
     );
-    for (name, run) in [
-        ("bare hyper server (ceiling)", &ceiling),
-        ("POST /api/join (gateway+engine)", &burst),
-    ] {
+    let mut runs = vec![("bare hyper server (ceiling)", &ceiling)];
+    runs.extend(durable_ceilings.iter().map(|(name, run)| (*name, run)));
+    runs.push(("POST /api/join (gateway+engine)", &burst));
+    for (name, run) in runs {
         println!(
             "{:<34} {:>12.0} {:>10.2} {:>10.2} {:>9}",
             name,
@@ -229,6 +330,11 @@ async fn burst_join(joins: usize, concurrency: usize, store: &str) -> anyhow::Re
         "p99_ms": burst.percentile(0.99).as_secs_f64() * 1000.0,
         "failures": burst.failures,
         "ratio_to_ceiling": (ratio * 1000.0).round() / 1000.0,
+        "durable_ceilings": durable_ceilings.iter().map(|(name, run)| json!({
+            "run": name,
+            "per_sec": run.per_second().round(),
+            "ratio_of_joins": ((burst.per_second() / run.per_second()) * 1000.0).round() / 1000.0,
+        })).collect::<Vec<_>>(),
         "waiting_after": waiting,
     });
     println!("{report}");

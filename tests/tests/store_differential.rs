@@ -1,0 +1,767 @@
+//! Differential property test: the durable store (Valkey functions in `qm.lua` deciding, a
+//! replica folded from the Postgres journal answering reads) must answer every operation
+//! exactly like the memory store, whose pure domain (`engine/src/domain`) is the reference.
+//!
+//! Each case creates a fresh room on both stores, runs one random sequence of operations
+//! against both, and after every operation compares the outcome (Ok/Err and the error code),
+//! the answer with its wall-clock instants stripped, and the admin room object with its
+//! time-dependent fields stripped. Both stores live for the whole test (one private Valkey,
+//! one fresh database); the cases run on one tokio runtime through proptest's `TestRunner`, so
+//! the servers are torn down when the test ends, pass or fail.
+//!
+//! Clocks: `tick` takes a synthetic `now` the test controls (the same for both stores, kept
+//! at or ahead of the wall clock); every other operation reads each store's own wall clock, so
+//! only fields that do not depend on the instant an operation ran are compared.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
+use qm_core::ApiError;
+use qm_core::clock::now_ms;
+use qm_core::room::RoomState;
+use qm_engine::domain::{
+    CheckAnswer, Claim, ClaimedPlace, JoinRequest, LapseReason, PlaceAnswer, PlaceStatus,
+};
+use qm_engine::store::Store;
+use qm_engine::{DurableOptions, DurableStore, MemoryStore};
+use qm_tests::room_body;
+use qm_tests::servers::{FreshDatabase, PrivateValkey, ValkeyOptions};
+use serde_json::{Value, json};
+
+/// Ownership-cookie hashes a visitor may present ("" = none).
+const SESSIONS: [&str; 4] = ["", "sess-a", "sess-b", "sess-c"];
+/// Client addresses that count for `queueMaxPerIp` ("" = exempt).
+const IDENTITIES: [&str; 5] = [
+    "",
+    "198.51.100.1",
+    "198.51.100.2",
+    "203.0.113.7",
+    "2001:db8::7",
+];
+/// Admin room fields that depend on when something happened by the wall clock (or on the
+/// creation second, for the generation): stripped before comparing. `activePasses` stays: a
+/// pass lasts at least 30 s and a case runs for well under that, so it only moves by grants
+/// and ejects.
+const TIME_KEYS: [&str; 6] = [
+    "createdAt",
+    "updatedAt",
+    "generation",
+    "oldestWaitSec",
+    "estWaitSec",
+    "passedLastMin",
+];
+/// Longest one case may take before it counts as a failure (a wedged store must not hang).
+const CASE_LIMIT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------------------------
+// The generated scenario
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct RoomSpec {
+    rate_per_minute: u32,
+    max_concurrent: Option<u64>,
+    passed_ttl_sec: u64,
+    queue_max_per_ip: Option<u32>,
+    state: RoomState,
+}
+
+/// Which place a token claims, resolved per store (each with its own generation).
+#[derive(Debug, Clone, Copy)]
+enum ClaimPick {
+    /// A ticket an earlier join answered (index modulo the tickets seen), current generation.
+    Earlier(usize),
+    /// The same, but from an earlier generation of the room (a stale token).
+    OtherGeneration(usize),
+    /// Any ticket number, minted or not.
+    Raw(u64),
+    /// A pre-queue handle.
+    Handle(u64),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum EjectPick {
+    Earlier(usize),
+    Raw(u64),
+}
+
+/// One changed field of a `put_room` update (or an invalid one).
+#[derive(Debug, Clone, Copy)]
+enum Patch {
+    Rate(u32),
+    MaxConcurrent(Option<u64>),
+    PassedTtl(u64),
+    QueueMaxPerIp(Option<u32>),
+    State(RoomState),
+    Name(u8),
+    Invalid(u8),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Join {
+        claim: Option<ClaimPick>,
+        session: usize,
+        identity: usize,
+    },
+    Tick {
+        step_ms: i64,
+    },
+    Flush {
+        count: u64,
+    },
+    Eject {
+        pick: EjectPick,
+    },
+    Purge,
+    SetRate {
+        rate: u32,
+    },
+    SetState {
+        state: RoomState,
+    },
+    Status {
+        claim: ClaimPick,
+        session: usize,
+    },
+    Check {
+        claim: Option<ClaimPick>,
+    },
+    Update {
+        patch: Patch,
+    },
+    /// Deletes the room: later operations meet a missing room until a re-create.
+    Delete,
+    /// Posts the case's full room body again: a re-create (new generation, seq carried on)
+    /// after a delete, an update otherwise.
+    Recreate,
+}
+
+#[derive(Debug, Clone)]
+struct Scenario {
+    room: RoomSpec,
+    ops: Vec<Op>,
+}
+
+fn state() -> impl Strategy<Value = RoomState> {
+    prop_oneof![
+        3 => Just(RoomState::Active),
+        1 => Just(RoomState::Paused),
+        1 => Just(RoomState::Bypass),
+    ]
+}
+
+fn room_spec() -> impl Strategy<Value = RoomSpec> {
+    (
+        0u32..=600,
+        proptest::option::of(1u64..=20),
+        30u64..=600,
+        proptest::option::of(1u32..=3),
+        state(),
+    )
+        .prop_map(
+            |(rate_per_minute, max_concurrent, passed_ttl_sec, queue_max_per_ip, state)| RoomSpec {
+                rate_per_minute,
+                max_concurrent,
+                passed_ttl_sec,
+                queue_max_per_ip,
+                state,
+            },
+        )
+}
+
+fn claim_pick() -> impl Strategy<Value = ClaimPick> {
+    prop_oneof![
+        8 => any::<usize>().prop_map(ClaimPick::Earlier),
+        1 => any::<usize>().prop_map(ClaimPick::OtherGeneration),
+        2 => (0u64..40).prop_map(ClaimPick::Raw),
+        1 => (0u64..4).prop_map(ClaimPick::Handle),
+    ]
+}
+
+fn patch() -> impl Strategy<Value = Patch> {
+    prop_oneof![
+        2 => (0u32..=600).prop_map(Patch::Rate),
+        2 => proptest::option::of(1u64..=20).prop_map(Patch::MaxConcurrent),
+        1 => (30u64..=600).prop_map(Patch::PassedTtl),
+        2 => proptest::option::of(1u32..=3).prop_map(Patch::QueueMaxPerIp),
+        2 => state().prop_map(Patch::State),
+        1 => any::<u8>().prop_map(Patch::Name),
+        1 => (0u8..5).prop_map(Patch::Invalid),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (proptest::option::of(claim_pick()), 0..SESSIONS.len(), 0..IDENTITIES.len())
+            .prop_map(|(claim, session, identity)| Op::Join { claim, session, identity }),
+        // Mostly the next second or three; now and then the same second again, or a long
+        // quiet stretch (passes expire and free `maxConcurrent` slots, a late tick catches up).
+        5 => prop_oneof![12 => 1000i64..=3000, 2 => 0i64..1000, 1 => 20_000i64..=200_000]
+            .prop_map(|step_ms| Op::Tick { step_ms }),
+        2 => prop_oneof![8 => 1u64..=5, 1 => Just(0u64)].prop_map(|count| Op::Flush { count }),
+        2 => prop_oneof![
+            3 => any::<usize>().prop_map(EjectPick::Earlier),
+            1 => (0u64..40).prop_map(EjectPick::Raw),
+        ]
+        .prop_map(|pick| Op::Eject { pick }),
+        1 => Just(Op::Purge),
+        1 => prop_oneof![8 => 0u32..=600, 1 => Just(1_000_001u32)]
+            .prop_map(|rate| Op::SetRate { rate }),
+        2 => state().prop_map(|state| Op::SetState { state }),
+        3 => (claim_pick(), 0..SESSIONS.len())
+            .prop_map(|(claim, session)| Op::Status { claim, session }),
+        2 => proptest::option::of(claim_pick()).prop_map(|claim| Op::Check { claim }),
+        2 => patch().prop_map(|patch| Op::Update { patch }),
+        1 => Just(Op::Delete),
+        1 => Just(Op::Recreate),
+    ]
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    (room_spec(), proptest::collection::vec(op(), 1..=40))
+        .prop_map(|(room, ops)| Scenario { room, ops })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Normalised answers: what must be equal, with wall-clock instants left out
+// ---------------------------------------------------------------------------------------------
+
+fn outcome<T>(result: &Result<T, ApiError>, answer: impl FnOnce(&T) -> Value) -> Value {
+    match result {
+        Ok(value) => json!({ "ok": answer(value) }),
+        Err(error) => json!({ "err": error.code.as_str() }),
+    }
+}
+
+/// The admin room object without the fields that depend on the wall clock.
+fn stripped(room: &Value) -> Value {
+    let mut room = room.clone();
+    if let Some(object) = room.as_object_mut() {
+        for key in TIME_KEYS {
+            object.remove(key);
+        }
+    }
+    room
+}
+
+/// A place; `generation` is the store's own, and only agreement with it is compared.
+fn place_json(place: &PlaceStatus, generation: u64) -> Value {
+    json!({
+        "roomId": place.room_id,
+        "generationIsTheRoomsOwn": place.generation == generation,
+        "ticket": place.ticket,
+        "position": place.position,
+        "ahead": place.ahead,
+        "etaSec": place.eta_sec,
+        "state": place.state.as_str(),
+        "passed": place.passed,
+        "redirectUrl": place.redirect_url,
+        "hasPassExpiry": place.pass_expires_at_ms != 0,
+        "newPlace": place.new_place,
+        "bound": place.bound,
+        "opensAtMs": place.opens_at_ms,
+        "branding": place.branding_json,
+        "replacedReason": place.replaced_reason.map(LapseReason::as_str),
+    })
+}
+
+fn answer_json(answer: &PlaceAnswer, generation: u64) -> Value {
+    match answer {
+        PlaceAnswer::Place(place) => json!({ "place": place_json(place, generation) }),
+        PlaceAnswer::Lapsed(reason) => json!({ "lapsed": reason.as_str() }),
+    }
+}
+
+fn check_json(answer: &Option<CheckAnswer>, generation: u64) -> Value {
+    match answer {
+        None => Value::Null,
+        Some(answer) => json!({
+            "action": answer.action.as_str(),
+            "reason": answer.reason,
+            "state": answer.state.as_str(),
+            "generationIsTheRoomsOwn": answer.generation == generation,
+            "targetUrl": answer.target_url,
+            "tagOrigins": answer.tag_origins,
+        }),
+    }
+}
+
+fn patch_body(room_id: &str, patch: Patch) -> Value {
+    let (key, value) = match patch {
+        Patch::Rate(rate) => ("ratePerMinute", json!(rate)),
+        Patch::MaxConcurrent(max) => ("maxConcurrent", json!(max)),
+        Patch::PassedTtl(ttl) => ("passedTtlSec", json!(ttl)),
+        Patch::QueueMaxPerIp(cap) => ("queueMaxPerIp", json!(cap)),
+        Patch::State(state) => ("state", json!(state.as_str())),
+        Patch::Name(n) => ("name", json!(format!("Renamed {n}"))),
+        Patch::Invalid(0) => ("passedTtlSec", json!(5)),
+        Patch::Invalid(1) => ("maxConcurrent", json!(0)),
+        Patch::Invalid(2) => ("queueMaxPerIp", json!(0)),
+        Patch::Invalid(3) => ("state", json!("closed")),
+        Patch::Invalid(_) => ("ratePerMinute", json!(2_000_000)),
+    };
+    json!({ "id": room_id, key: value })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running one case against both stores
+// ---------------------------------------------------------------------------------------------
+
+const MEMORY: usize = 0;
+const DURABLE: usize = 1;
+
+/// Ticks whose synthetic instant was moved on to keep clear of a test-made artefact (see
+/// [`Case::tick_hazard`]).
+static NUDGED_TICKS: AtomicU64 = AtomicU64::new(0);
+/// How often each kind of agreed answer came up, so a run shows what it exercised.
+static COVERAGE: Mutex<BTreeMap<String, u64>> = Mutex::new(BTreeMap::new());
+
+/// Tallies the kind of an agreed answer: the operation and how it came out.
+fn tally(op: &Op, answer: &Value) {
+    let name = format!("{op:?}");
+    let name = name.split([' ', '{', '(']).next().unwrap_or_default();
+    let ok = &answer["ok"];
+    let kind = if let Some(code) = answer["err"].as_str() {
+        format!("err {code}")
+    } else if let Some(reason) = ok["lapsed"].as_str() {
+        format!("lapsed {reason}")
+    } else if let Some(place) = ok.get("place").or(ok.get("newPlace").map(|_| ok)) {
+        let how = match place["replacedReason"].as_str() {
+            Some(reason) => format!("replaced {reason}"),
+            None if place["newPlace"] == true => "new".to_owned(),
+            None => "kept".to_owned(),
+        };
+        let passed = if place["passed"] == true {
+            "passed"
+        } else {
+            "waiting"
+        };
+        format!("{how} {passed}")
+    } else if let Some(action) = ok["reason"].as_str() {
+        format!("check {action}")
+    } else if ok["passed"].as_u64().is_some_and(|passed| passed > 0)
+        || ok["purged"].as_u64().is_some_and(|purged| purged > 0)
+    {
+        "some".to_owned()
+    } else if let Some(was) = ok["was"].as_str() {
+        format!("was {was}")
+    } else {
+        "ok".to_owned()
+    };
+    *COVERAGE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(format!("{name}: {kind}"))
+        .or_default() += 1;
+}
+
+struct Case<'a> {
+    stores: [&'a dyn Store; 2],
+    room_id: String,
+    /// The create body, posted again by [`Op::Recreate`].
+    body: Value,
+    /// Each store's generation of the room, from its own room object.
+    generations: [u64; 2],
+    /// Tickets the joins answered (the same on both stores, or the case already failed).
+    tickets: Vec<u64>,
+    /// The synthetic clock `tick` runs on.
+    now: i64,
+    trace: Vec<String>,
+}
+
+impl Case<'_> {
+    fn fail(&self, what: &str, memory: &Value, durable: &Value) -> TestCaseError {
+        TestCaseError::fail(format!(
+            "room {}: the stores disagree on {what}\n  memory:  {memory}\n  durable: {durable}\n\
+             steps so far (answers as both stores gave them):\n{}",
+            self.room_id,
+            self.trace.join("\n")
+        ))
+    }
+
+    fn compare(&mut self, what: &str, memory: Value, durable: Value) -> Result<(), TestCaseError> {
+        if memory != durable {
+            return Err(self.fail(what, &memory, &durable));
+        }
+        self.trace.push(format!("  {what} => {memory}"));
+        Ok(())
+    }
+
+    fn claim(&self, pick: ClaimPick, side: usize) -> Claim {
+        let generation = self.generations[side];
+        let earlier = |index: usize| {
+            if self.tickets.is_empty() {
+                1
+            } else {
+                self.tickets[index % self.tickets.len()]
+            }
+        };
+        match pick {
+            ClaimPick::Earlier(index) => Claim {
+                generation,
+                place: ClaimedPlace::Ticket(earlier(index)),
+            },
+            ClaimPick::OtherGeneration(index) => Claim {
+                generation: generation - 1,
+                place: ClaimedPlace::Ticket(earlier(index)),
+            },
+            ClaimPick::Raw(ticket) => Claim {
+                generation,
+                place: ClaimedPlace::Ticket(ticket),
+            },
+            ClaimPick::Handle(handle) => Claim {
+                generation,
+                place: ClaimedPlace::Handle(handle),
+            },
+        }
+    }
+
+    async fn room(&self, side: usize) -> Result<Value, ApiError> {
+        self.stores[side].get_room(self.room_id.clone()).await
+    }
+
+    /// Compares both admin room objects and checks neither store's generation moved.
+    async fn compare_rooms(&mut self, what: &str) -> Result<(), TestCaseError> {
+        let mut rooms = Vec::with_capacity(2);
+        let mut generations_kept = Vec::with_capacity(2);
+        for side in [MEMORY, DURABLE] {
+            let room = self.room(side).await;
+            generations_kept.push(json!({
+                "created": self.generations[side],
+                "now": room.as_ref().ok().map(|room| room["generation"].clone()),
+            }));
+            rooms.push(outcome(&room, stripped));
+        }
+        let [memory, durable]: [Value; 2] = rooms.try_into().expect("two rooms");
+        if memory != durable {
+            return Err(self.fail(&format!("{what}: the room object"), &memory, &durable));
+        }
+        // Each store keeps the generation it created the room with (they may differ by the
+        // second each store read its clock in).
+        if generations_kept
+            .iter()
+            .any(|kept| kept["now"].is_number() && kept["now"] != kept["created"])
+        {
+            return Err(self.fail(
+                &format!("{what}: the generation moved"),
+                &generations_kept[MEMORY],
+                &generations_kept[DURABLE],
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `op` on both stores and compares the answers and the rooms after it.
+    async fn step(&mut self, index: usize, op: Op) -> Result<(), TestCaseError> {
+        let mut what = format!("#{index} {op:?}");
+        if let Op::Tick { step_ms } = op {
+            self.now = (self.now + step_ms).max(now_ms());
+            let planned = self.now;
+            while self.tick_hazard(self.now).await {
+                self.now += 1000;
+            }
+            what = format!("{what} at {}", self.now);
+            if self.now != planned {
+                NUDGED_TICKS.fetch_add(1, Ordering::Relaxed);
+                what = format!("{what} (moved on from {planned})");
+            }
+        }
+        let passed_before = self.passed_total().await;
+        let mut answers = Vec::with_capacity(2);
+        for side in [MEMORY, DURABLE] {
+            answers.push(self.run(side, op).await);
+        }
+        if let Op::Tick { .. } = op
+            && self.passed_total().await > passed_before
+        {
+            tally(&op, &json!({ "ok": { "passed": 1 } }));
+        }
+        let [memory, durable]: [Value; 2] = answers.try_into().expect("two answers");
+        if let Op::Join { .. } = op
+            && let Some(ticket) = memory["ok"]["ticket"].as_u64()
+            && !self.tickets.contains(&ticket)
+        {
+            self.tickets.push(ticket);
+        }
+        if memory == durable {
+            tally(&op, &memory);
+        }
+        self.compare(&what, memory, durable)?;
+        if let Op::Recreate = op {
+            for side in [MEMORY, DURABLE] {
+                if let Ok(room) = self.room(side).await {
+                    self.generations[side] = room["generation"].as_u64().unwrap_or_default();
+                }
+            }
+        }
+        self.compare_rooms(&what).await
+    }
+
+    async fn run(&self, side: usize, op: Op) -> Value {
+        let store = self.stores[side];
+        let room_id = self.room_id.clone();
+        let generation = self.generations[side];
+        match op {
+            Op::Join {
+                claim,
+                session,
+                identity,
+            } => {
+                let request = JoinRequest {
+                    claim: claim.map(|pick| self.claim(pick, side)),
+                    session_hash: SESSIONS[session].to_owned(),
+                    identity: IDENTITIES[identity].to_owned(),
+                };
+                let answer = store.join(room_id, request).await;
+                outcome(&answer, |place| place_json(place, generation))
+            }
+            Op::Tick { .. } => outcome(&store.tick(self.now).await, |()| Value::Null),
+            Op::Flush { count } => outcome(
+                &store.flush(room_id, count).await,
+                |(passed, room)| json!({ "passed": passed, "room": stripped(room) }),
+            ),
+            Op::Eject { pick } => {
+                let ticket = match pick {
+                    EjectPick::Earlier(index) if !self.tickets.is_empty() => {
+                        self.tickets[index % self.tickets.len()]
+                    }
+                    EjectPick::Earlier(index) => index as u64 % 3,
+                    EjectPick::Raw(ticket) => ticket,
+                };
+                outcome(
+                    &store.eject(room_id, ticket).await,
+                    |(was, room)| json!({ "ticket": ticket, "was": format!("{was:?}"), "room": stripped(room) }),
+                )
+            }
+            Op::Purge => outcome(
+                &store.purge(room_id).await,
+                |(purged, room)| json!({ "purged": purged, "room": stripped(room) }),
+            ),
+            Op::SetRate { rate } => outcome(&store.set_rate(room_id, rate).await, stripped),
+            Op::SetState { state } => outcome(&store.set_state(room_id, state).await, stripped),
+            Op::Status { claim, session } => {
+                let claim = self.claim(claim, side);
+                let answer = store
+                    .status(room_id, claim, SESSIONS[session].to_owned())
+                    .await;
+                outcome(&answer, |answer| answer_json(answer, generation))
+            }
+            Op::Check { claim } => {
+                let claim = claim.map(|pick| self.claim(pick, side));
+                let answer = store.check(room_id, claim).await;
+                outcome(&answer, |answer| check_json(answer, generation))
+            }
+            Op::Update { patch } => {
+                let body = patch_body(&room_id, patch);
+                outcome(
+                    &store.put_room(body).await,
+                    |put| json!({ "created": put.created, "room": stripped(&put.room) }),
+                )
+            }
+            Op::Delete => outcome(&store.delete_room(room_id).await, |()| Value::Null),
+            Op::Recreate => outcome(&store.put_room(self.body.clone()).await, |put| {
+                let now = put.room["generation"].as_u64().unwrap_or_default();
+                json!({
+                    "created": put.created,
+                    "generationAdvanced": now > generation,
+                    "room": stripped(&put.room),
+                })
+            }),
+        }
+    }
+
+    /// The memory store's `passedTotal` (0 without a room).
+    async fn passed_total(&self) -> u64 {
+        self.room(MEMORY)
+            .await
+            .map_or(0, |room| room["passedTotal"].as_u64().unwrap_or_default())
+    }
+
+    /// Whether a tick at `now` would make the stores disagree for a reason this test made,
+    /// not the product: passes are stamped with the synthetic `now` by ticks but with each
+    /// store's own wall clock by flushes, so (1) a store's live passes can be out of grant-time
+    /// order, which the domain's `active_passes` (a binary search over passes in grant order)
+    /// assumes they are not, and (2) a flushed pass expires a few milliseconds apart in the two
+    /// stores. Only rooms whose tick can be limited by `maxConcurrent` are affected; the tick
+    /// is then moved on by whole seconds until no such pass sits across `now`.
+    async fn tick_hazard(&self, now: i64) -> bool {
+        let Ok(room) = self.room(MEMORY).await else {
+            return false;
+        };
+        if room["maxConcurrent"].is_null() || room["effectiveState"] != "active" {
+            return false;
+        }
+        let next_ticket = room["nextTicket"].as_u64().unwrap_or(1);
+        let mut active = [0usize; 2];
+        for side in [MEMORY, DURABLE] {
+            let expiries = self.pass_expiries(side, next_ticket).await;
+            let expired = expiries.iter().map(|expiry| *expiry <= now);
+            // Expired passes must all come first for the domain's count to be exact.
+            let sorted = expired.clone().skip_while(|expired| *expired).all(|e| !e);
+            if !sorted {
+                return true;
+            }
+            active[side] = expiries.iter().filter(|expiry| **expiry > now).count();
+        }
+        active[MEMORY] != active[DURABLE]
+    }
+
+    /// The expiry instant of every live pass of the room, in ticket (grant) order.
+    async fn pass_expiries(&self, side: usize, next_ticket: u64) -> Vec<i64> {
+        let mut expiries = Vec::new();
+        for ticket in 1..next_ticket {
+            let claim = Claim {
+                generation: self.generations[side],
+                place: ClaimedPlace::Ticket(ticket),
+            };
+            let answer = self.stores[side]
+                .status(self.room_id.clone(), claim, String::new())
+                .await;
+            if let Ok(PlaceAnswer::Place(place)) = answer
+                && place.passed
+            {
+                expiries.push(place.pass_expires_at_ms);
+            }
+        }
+        expiries
+    }
+}
+
+async fn run_case(
+    stores: [&dyn Store; 2],
+    room_id: String,
+    scenario: &Scenario,
+) -> Result<(), TestCaseError> {
+    let spec = &scenario.room;
+    let body = room_body(
+        &room_id,
+        spec.rate_per_minute,
+        json!({
+            "maxConcurrent": spec.max_concurrent,
+            "passedTtlSec": spec.passed_ttl_sec,
+            "queueMaxPerIp": spec.queue_max_per_ip,
+            "state": spec.state.as_str(),
+        }),
+    );
+    let mut case = Case {
+        stores,
+        room_id,
+        body: body.clone(),
+        generations: [0; 2],
+        tickets: Vec::new(),
+        now: now_ms(),
+        trace: Vec::new(),
+    };
+    let mut created = Vec::with_capacity(2);
+    for side in [MEMORY, DURABLE] {
+        let put = stores[side].put_room(body.clone()).await;
+        if let Ok(put) = &put {
+            case.generations[side] = put.room["generation"].as_u64().unwrap_or_default();
+        }
+        created.push(outcome(
+            &put,
+            |put| json!({ "created": put.created, "room": stripped(&put.room) }),
+        ));
+    }
+    let [memory, durable]: [Value; 2] = created.try_into().expect("two answers");
+    case.compare(&format!("create {body}"), memory, durable)?;
+    prop_assert!(
+        case.generations.iter().all(|generation| *generation > 1),
+        "both stores answer a generation: {:?}",
+        case.generations
+    );
+    case.compare_rooms("create").await?;
+
+    for (index, op) in scenario.ops.iter().enumerate() {
+        case.step(index, *op).await?;
+    }
+
+    let mut deleted = Vec::with_capacity(2);
+    for side in [MEMORY, DURABLE] {
+        let delete = stores[side].delete_room(case.room_id.clone()).await;
+        let after = case.room(side).await;
+        deleted.push(json!({
+            "delete": outcome(&delete, |()| Value::Null),
+            "after": outcome(&after, stripped),
+        }));
+    }
+    let [memory, durable]: [Value; 2] = deleted.try_into().expect("two answers");
+    case.compare("delete", memory, durable)
+}
+
+#[test]
+fn the_durable_store_answers_like_the_memory_store() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let (valkey, database, durable) = runtime.block_on(async {
+        let valkey = PrivateValkey::start(ValkeyOptions::default()).await;
+        let database = FreshDatabase::create().await;
+        let options = DurableOptions {
+            valkey_url: valkey.url(),
+            database_url: database.url(),
+        };
+        let durable = DurableStore::start(&options)
+            .await
+            .unwrap_or_else(|error| panic!("start the durable store: {error}"));
+        (valkey, database, durable)
+    });
+    let memory = MemoryStore::new();
+    let cases = AtomicU64::new(0);
+
+    let mut runner = TestRunner::new(Config {
+        // PROPTEST_CASES (read by `Config::default`) runs more cases when hunting.
+        cases: match std::env::var_os("PROPTEST_CASES") {
+            Some(_) => Config::default().cases,
+            None => 40,
+        },
+        failure_persistence: None,
+        max_shrink_time: 240_000,
+        ..Config::default()
+    });
+    let result = runner.run(&scenario(), |scenario| {
+        let room_id = format!("d{}", cases.fetch_add(1, Ordering::Relaxed));
+        let stores: [&dyn Store; 2] = [&memory, &durable];
+        runtime.block_on(async {
+            tokio::time::timeout(CASE_LIMIT, run_case(stores, room_id.clone(), &scenario))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(TestCaseError::fail(format!(
+                        "room {room_id}: the case did not finish within {CASE_LIMIT:?}"
+                    )))
+                })
+        })
+    });
+    eprintln!(
+        "store_differential: {} rooms run, {} ticks moved past a test-made pass-expiry hazard",
+        cases.load(Ordering::Relaxed),
+        NUDGED_TICKS.load(Ordering::Relaxed)
+    );
+    for (kind, count) in COVERAGE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+    {
+        eprintln!("  {count:>5}  {kind}");
+    }
+
+    runtime.block_on(async move { drop(durable) });
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    drop(valkey);
+    drop(database);
+
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, scenario)) => {
+            panic!("minimal failing scenario: {scenario:#?}\n{reason}")
+        }
+        Err(TestError::Abort(reason)) => panic!("the property test aborted: {reason}"),
+    }
+}
