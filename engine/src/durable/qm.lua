@@ -153,10 +153,13 @@ end
 
 -- ARGV: now engine lease_ms. One outflow slice for now's calendar second, run only by the
 -- lease holder. Answers { seq, first, last, count, credit_after } when somebody passed.
+-- An engine taking the lease over (the holder died, so the lease lapsed) starts with one
+-- second's credit: the seconds the lease was vacant are not admitted in one burst.
 local function tick(keys, args)
   local now, engine, lease_ms = tonumber(args[1]), args[2], args[3]
   local holder = redis.call('GET', keys[6])
   if holder and holder ~= engine then return { -1 } end
+  local taking_over = not holder
   redis.call('SET', keys[6], engine, 'PX', lease_ms)
   local room, status = live(keys)
   if status then return { status } end
@@ -167,6 +170,7 @@ local function tick(keys, args)
   if last_second then
     if second <= last_second then return { 0 } end
     elapsed = math.min(second - last_second, MAX_CATCH_UP_SECONDS)
+    if taking_over then elapsed = 1 end
   end
   redis.call('HSET', keys[1], 'lastsec', second)
   if effective_state(keys, now) ~= 'active' then return { 0 } end
