@@ -102,9 +102,7 @@ async fn run(shared: Arc<Shared>, mut receiver: mpsc::Receiver<Item>) {
 
 fn queue(shared: &Shared, waiting: &mut HashMap<String, BTreeMap<u64, Pending>>, item: Item) {
     if shared.is_diverged(&item.room_id) {
-        let _ = item.pending.done.send(Err(not_committed(
-            "the room is being rebuilt from its journal; try again in a moment",
-        )));
+        let _ = item.pending.done.send(Err(super::rebuilding()));
         return;
     }
     waiting

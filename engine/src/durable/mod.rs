@@ -227,6 +227,24 @@ impl Shared {
         Ok(())
     }
 
+    /// Rebuilds every diverged room; answers the ones that could not be, and why.
+    async fn rebuild_diverged(&self) -> Vec<(String, String)> {
+        let diverged: Vec<String> = self
+            .diverged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        let mut failed = Vec::new();
+        for room_id in diverged {
+            if let Err(why) = self.rebuild(&room_id).await {
+                failed.push((room_id, why));
+            }
+        }
+        failed
+    }
+
     fn undiverge(&self, room_id: &str) {
         self.diverged
             .lock()
@@ -295,6 +313,22 @@ fn fold(records: &[EventRecord]) -> Folded {
 
 fn unavailable(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::StorageUnavailable, message)
+}
+
+/// The refusal of a change to a room that is being rebuilt from its journal.
+pub(crate) fn rebuilding() -> ApiError {
+    unavailable("the room is being rebuilt from its journal; try again in a moment")
+}
+
+/// Refuses a room that is being rebuilt or whose journal cannot be replayed.
+fn refuse_if_troubled(replica: &Replica) -> Result<(), ApiError> {
+    match replica.trouble() {
+        None => Ok(()),
+        Some(Trouble::Rebuilding) => Err(rebuilding()),
+        Some(Trouble::Broken(why)) => Err(unavailable(format!(
+            "the room's journal cannot be replayed ({why}); an operator must look"
+        ))),
+    }
 }
 
 fn room_not_found(room_id: &str) -> ApiError {
@@ -375,16 +409,11 @@ impl DurableStore {
             .replicas
             .get(room_id)
             .ok_or_else(|| room_not_found(room_id))?;
-        match replica.trouble() {
-            Some(Trouble::Rebuilding) => Err(unavailable(
-                "the room is being rebuilt from its journal; try again in a moment",
-            )),
-            Some(Trouble::Broken(why)) => Err(unavailable(format!(
-                "the room's journal cannot be replayed ({why}); an operator must look"
-            ))),
-            None if replica.read(Room::is_deleted) => Err(room_not_found(room_id)),
-            None => Ok(replica),
+        refuse_if_troubled(&replica)?;
+        if replica.read(Room::is_deleted) {
+            return Err(room_not_found(room_id));
         }
+        Ok(replica)
     }
 
     /// Maps a function's guard statuses to answers; a positive or zero status passes through.
@@ -418,9 +447,7 @@ impl DurableStore {
             }
         };
         match reply.status {
-            valkey::HELD => Err(unavailable(
-                "the room is being rebuilt from its journal; try again in a moment",
-            )),
+            valkey::HELD => Err(rebuilding()),
             valkey::MISSING => {
                 self.shared.diverge(room_id);
                 Err(unavailable(
@@ -472,10 +499,8 @@ impl DurableStore {
             )));
         };
         let existing = self.shared.replicas.get(&room_id);
-        if let Some(replica) = &existing
-            && let Some(Trouble::Rebuilding | Trouble::Broken(_)) = replica.trouble()
-        {
-            self.serviceable(&room_id)?;
+        if let Some(replica) = &existing {
+            refuse_if_troubled(replica)?;
         }
         let live = existing.as_ref().and_then(|replica| {
             replica.read(|room| (!room.is_deleted()).then(|| room.config().clone()))
@@ -572,9 +597,7 @@ impl DurableStore {
         let Some(replica) = self.shared.replicas.get(room_id) else {
             return Ok(PlaceAnswer::Lapsed(LapseReason::RoomReset));
         };
-        if let Some(Trouble::Broken(_) | Trouble::Rebuilding) = replica.trouble() {
-            self.serviceable(room_id)?;
-        }
+        refuse_if_troubled(&replica)?;
         if let ClaimedPlace::Ticket(ticket) = claim.place
             && ticket >= replica.read(Room::next_ticket)
         {
@@ -750,17 +773,8 @@ async fn load_rooms(shared: &Arc<Shared>) -> Result<(), DurableError> {
             }
         }
     }
-    let diverged: Vec<String> = shared
-        .diverged
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-        .cloned()
-        .collect();
-    for room_id in diverged {
-        if let Err(why) = shared.rebuild(&room_id).await {
-            tracing::error!(room_id, %why, "rebuild failed at start-up");
-        }
+    for (room_id, why) in shared.rebuild_diverged().await {
+        tracing::error!(room_id, %why, "rebuild failed at start-up");
     }
     if epoch.is_none() {
         shared.valkey.set_epoch(&shared.engine_id).await?;
@@ -795,17 +809,8 @@ async fn recover(shared: Arc<Shared>) {
                 Err(_) => shared.set_valkey_ok(false),
             }
         }
-        let diverged: Vec<String> = shared
-            .diverged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect();
-        for room_id in diverged {
-            if let Err(why) = shared.rebuild(&room_id).await {
-                tracing::debug!(room_id, %why, "rebuild deferred");
-            }
+        for (room_id, why) in shared.rebuild_diverged().await {
+            tracing::debug!(room_id, %why, "rebuild deferred");
         }
     }
 }
@@ -824,9 +829,11 @@ async fn announce_changes(valkey: Valkey, mut changes: mpsc::UnboundedReceiver<C
 
 /// Follows other engines' commits and rebuilds over pub/sub.
 async fn follow_changes(shared: Arc<Shared>, url: String) {
-    let subscriber = match fred::prelude::Config::from_url(&url)
-        .and_then(|config| fred::prelude::Builder::from_config(config).build_subscriber_client())
-    {
+    let subscriber = match fred::prelude::Config::from_url(&url).and_then(|config| {
+        fred::prelude::Builder::from_config(config)
+            .set_policy(fred::types::config::ReconnectPolicy::new_constant(0, 200))
+            .build_subscriber_client()
+    }) {
         Ok(subscriber) => subscriber,
         Err(error) => {
             tracing::error!(%error, "cannot follow other engines' changes");
