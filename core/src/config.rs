@@ -3,7 +3,8 @@
 //! A bad value stops start-up with a message naming the variable; secrets are never printed.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
@@ -104,6 +105,8 @@ pub struct Config {
     pub room_cookie_cap: usize,
     /// Seconds a stopping process waits for open requests and streams before it exits.
     pub shutdown_drain_sec: u64,
+    /// Peers whose X-Forwarded-For the gateway believes (TRUSTED_PROXIES); empty trusts nobody.
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl Config {
@@ -239,6 +242,13 @@ impl Config {
             return Err(invalid("PUBLIC_API_KEY", "must be at least 8 characters"));
         }
 
+        let trusted_proxies = match read("TRUSTED_PROXIES") {
+            None => TrustedProxies::default(),
+            Some(text) => {
+                TrustedProxies::parse(&text).map_err(|reason| invalid("TRUSTED_PROXIES", reason))?
+            }
+        };
+
         Ok(Config {
             production,
             gateway_addr: SocketAddr::new(host, port),
@@ -278,6 +288,7 @@ impl Config {
                 0,
                 600,
             )?,
+            trusted_proxies,
         })
     }
 
@@ -339,6 +350,7 @@ impl Config {
             "SSE_PER_IP": self.sse_per_ip,
             "ROOM_COOKIE_CAP": self.room_cookie_cap,
             "SHUTDOWN_DRAIN_SEC": self.shutdown_drain_sec,
+            "TRUSTED_PROXIES": self.trusted_proxies.to_strings(),
         })
     }
 
@@ -356,6 +368,131 @@ impl Config {
             warnings.push("STORE=memory keeps nothing across a restart".to_owned());
         }
         warnings
+    }
+}
+
+/// One TRUSTED_PROXIES entry: a single address (`127.0.0.1`, `::1`) or a CIDR range
+/// (`10.0.0.0/8`, `fd00::/8`). An IPv4-mapped IPv6 entry (`::ffff:10.0.0.0/104`) is kept as the
+/// IPv4 range it names, so it matches however the address arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpRange {
+    network: IpAddr,
+    prefix: u8,
+}
+
+impl IpRange {
+    /// Parses one entry, or says what is wrong with it.
+    pub fn parse(text: &str) -> Result<IpRange, String> {
+        let text = text.trim();
+        let (address, prefix) = match text.split_once('/') {
+            Some((address, prefix)) => (address.trim(), Some(prefix.trim())),
+            None => (text, None),
+        };
+        let address: IpAddr = address
+            .parse()
+            .map_err(|_| format!("'{text}' is not an IP address or CIDR range"))?;
+        let width: u8 = if address.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => width,
+            Some(digits) => digits
+                .parse::<u8>()
+                .ok()
+                .filter(|prefix| {
+                    digits.bytes().all(|byte| byte.is_ascii_digit()) && *prefix <= width
+                })
+                .ok_or_else(|| format!("'{text}' has a prefix length outside 1..={width}"))?,
+        };
+        let range = IpRange {
+            network: address,
+            prefix,
+        };
+        if range.masked(address) != address {
+            return Err(format!(
+                "'{text}' has bits set beyond its /{prefix} prefix; did you mean {}/{prefix}?",
+                range.masked(address)
+            ));
+        }
+        // ::ffff:a.b.c.d/96+ is an IPv4 range spelled in IPv6.
+        let range = match address {
+            IpAddr::V6(v6) if prefix >= 96 && v6.to_ipv4_mapped().is_some() => IpRange {
+                network: IpAddr::V6(v6).to_canonical(),
+                prefix: prefix - 96,
+            },
+            _ => range,
+        };
+        if range.prefix == 0 {
+            return Err(format!(
+                "'{text}' trusts every address, so any client could choose its identity; name the proxies' own ranges"
+            ));
+        }
+        Ok(range)
+    }
+
+    /// Whether `ip` lies in this range. An IPv4-mapped IPv6 address compares as IPv4.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        ip.is_ipv4() == self.network.is_ipv4() && self.masked(ip) == self.network
+    }
+
+    /// `ip` with every bit past the prefix cleared (`ip` is of the range's family).
+    fn masked(&self, ip: IpAddr) -> IpAddr {
+        match ip {
+            IpAddr::V4(v4) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                IpAddr::V4(Ipv4Addr::from(u32::from(v4) & mask))
+            }
+            IpAddr::V6(v6) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                IpAddr::V6(Ipv6Addr::from(u128::from(v6) & mask))
+            }
+        }
+    }
+}
+
+impl fmt::Display for IpRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let width = if self.network.is_ipv4() { 32 } else { 128 };
+        if self.prefix == width {
+            write!(f, "{}", self.network)
+        } else {
+            write!(f, "{}/{}", self.network, self.prefix)
+        }
+    }
+}
+
+/// TRUSTED_PROXIES: the peers whose X-Forwarded-For the gateway believes. Empty (the default)
+/// trusts nobody: the socket peer is the client.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TrustedProxies(Vec<IpRange>);
+
+impl TrustedProxies {
+    /// A comma-separated list of addresses and CIDR ranges; empty items are skipped, any other
+    /// bad item is an error naming it.
+    pub fn parse(text: &str) -> Result<TrustedProxies, String> {
+        text.split(',')
+            .map(str::trim)
+            .filter(|entry| !entry.is_empty())
+            .map(IpRange::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map(TrustedProxies)
+    }
+
+    /// Whether `ip` is one of the trusted proxies.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.0.iter().any(|range| range.contains(ip))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every entry as shown (`10.0.0.0/8`, `127.0.0.1`).
+    pub fn to_strings(&self) -> Vec<String> {
+        self.0.iter().map(IpRange::to_string).collect()
     }
 }
 
@@ -565,5 +702,86 @@ mod tests {
         assert!(!text.contains("0123456789abcdef-secret"));
         assert!(!text.contains("super-secret-admin"));
         assert!(!format!("{config:?}").contains("super-secret-admin"));
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_and_cidr_ranges() {
+        assert!(Config::defaults().trusted_proxies.is_empty());
+        let config = config(&[(
+            "TRUSTED_PROXIES",
+            " 10.0.0.0/8, 127.0.0.1,::1 , fd00::/8,,::ffff:192.168.0.0/112",
+        )])
+        .unwrap();
+        let trusted = &config.trusted_proxies;
+        assert_eq!(
+            config.public_json()["TRUSTED_PROXIES"],
+            json!([
+                "10.0.0.0/8",
+                "127.0.0.1",
+                "::1",
+                "fd00::/8",
+                "192.168.0.0/16"
+            ])
+        );
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        for inside in [
+            "10.0.0.0",
+            "10.255.255.255",
+            "127.0.0.1",
+            "::1",
+            "fd12:3456::1",
+            "192.168.4.5",
+            // IPv4-mapped IPv6 compares as IPv4.
+            "::ffff:10.1.2.3",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(trusted.contains(ip(inside)), "{inside}");
+        }
+        for outside in [
+            "11.0.0.0",
+            "9.255.255.255",
+            "127.0.0.2",
+            "::2",
+            "fe00::1",
+            "203.0.113.9",
+            "::ffff:203.0.113.9",
+            // ::a00:1 is not 10.0.0.1: only the mapped form compares as IPv4.
+            "::a00:1",
+        ] {
+            assert!(!trusted.contains(ip(outside)), "{outside}");
+        }
+        let host = IpRange::parse("2001:db8::7/128").unwrap();
+        assert!(host.contains(ip("2001:db8::7")) && !host.contains(ip("2001:db8::8")));
+        assert!(
+            IpRange::parse("1.2.3.4/32")
+                .unwrap()
+                .contains(ip("1.2.3.4"))
+        );
+    }
+
+    #[test]
+    fn a_bad_trusted_proxy_stops_start_up_naming_the_entry() {
+        for entry in [
+            "proxy.internal",
+            "10.0.0.0/33",
+            "10.0.0.0/-1",
+            "10.0.0.0/+8",
+            "fd00::/129",
+            "10.0.0.0/",
+            "10.1.2.3/8",
+            "0.0.0.0/0",
+            "::/0",
+            "::ffff:0.0.0.0/96",
+            "1.2.3",
+            "127.0.0.1:80",
+        ] {
+            let error = config(&[("TRUSTED_PROXIES", &format!("127.0.0.1, {entry}"))]).unwrap_err();
+            assert_eq!(error.var, "TRUSTED_PROXIES", "{entry}");
+            let message = error.to_string();
+            assert!(message.starts_with("TRUSTED_PROXIES"), "{message}");
+            assert!(message.contains(&format!("'{entry}'")), "{message}");
+        }
+        let hint = config(&[("TRUSTED_PROXIES", "10.1.2.3/8")]).unwrap_err();
+        assert!(hint.reason.contains("10.0.0.0/8"), "{}", hint.reason);
     }
 }

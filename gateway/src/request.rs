@@ -2,36 +2,105 @@
 //! (parsed leniently: a visitor route never fails on a stray parameter), the JSON body under the
 //! spec's limits, and the scheme and host the browser used.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::request::Parts;
 use http::{HeaderMap, Uri};
 use qm_core::ErrorCode;
+use qm_core::config::TrustedProxies;
 use serde_json::{Map, Value};
 
 use qm_edge::AppError;
 
+use crate::GatewayState;
+
 /// Largest request body a visitor route reads (QM: bodies are small JSON objects).
 pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 
-/// The address this request counts against for per-client limits: the socket peer for now.
+/// The address this request counts against for per-client limits (JOIN_LIMIT_PER_MIN,
+/// SSE_PER_IP, queueMaxPerIp) and the identity `/api/check` vouches for by default: the socket
+/// peer, or, when the peer is one of TRUSTED_PROXIES, the client it forwarded for (see
+/// [`client_address`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ClientAddress(pub(crate) IpAddr);
 
-impl<S: Send + Sync> FromRequestParts<S> for ClientAddress {
+impl FromRequestParts<GatewayState> for ClientAddress {
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &GatewayState,
+    ) -> Result<Self, Self::Rejection> {
         // A router driven without connect info (in-process tests) counts as one unknown client.
-        let address = parts
+        let peer = parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(peer)| peer.ip())
             .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        Ok(ClientAddress(address))
+        Ok(ClientAddress(client_address(
+            peer,
+            &parts.headers,
+            &state.config.trusted_proxies,
+        )))
     }
+}
+
+/// Which address counts. The socket peer, unless the peer is a trusted proxy; then
+/// X-Forwarded-For (every instance of the header, each a comma list, in order) is walked from the
+/// right, past the addresses that are themselves trusted proxies, and the first untrusted one is
+/// the client. If every hop is trusted the leftmost counts. A malformed entry stops the walk at
+/// the last good address reached: text a client wrote is never an identity, and a client whose
+/// peer is not trusted never chooses its own. `Forwarded:` and `X-Real-IP` are not read.
+/// IPv4-mapped IPv6 addresses (`::ffff:1.2.3.4`) count as the IPv4 address.
+pub(crate) fn client_address(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    trusted: &TrustedProxies,
+) -> IpAddr {
+    let mut client = peer.to_canonical();
+    if !trusted.contains(client) {
+        return client;
+    }
+    for value in headers.get_all("x-forwarded-for").iter().rev() {
+        let Ok(list) = value.to_str() else {
+            return client;
+        };
+        for entry in list.rsplit(',').map(str::trim) {
+            // An empty list element (`a,,b`, a blank header) carries nothing: skip it.
+            if entry.is_empty() {
+                continue;
+            }
+            let Some(hop) = parse_hop(entry) else {
+                return client;
+            };
+            client = hop;
+            if !trusted.contains(hop) {
+                return hop;
+            }
+        }
+    }
+    client
+}
+
+/// One X-Forwarded-For entry: an IP address, optionally with a port as some proxies append it
+/// (`203.0.113.9:4711`, `[2001:db8::1]:443`, `[2001:db8::1]`). Anything else (`unknown`, a name,
+/// an obfuscated identifier) is malformed.
+fn parse_hop(entry: &str) -> Option<IpAddr> {
+    let ip = if let Ok(ip) = entry.parse::<IpAddr>() {
+        ip
+    } else if let Ok(socket) = entry.parse::<SocketAddr>() {
+        socket.ip()
+    } else {
+        entry
+            .strip_prefix('[')?
+            .strip_suffix(']')?
+            .parse::<Ipv6Addr>()
+            .ok()?
+            .into()
+    };
+    Some(ip.to_canonical())
 }
 
 /// The query string as ordered pairs. Never rejects.
@@ -287,5 +356,142 @@ mod tests {
         );
         headers.insert(HOST, "evil.example/path?".parse().unwrap());
         assert_eq!(request_host(&headers, &uri), None);
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    /// The address that counts for `peer` with these X-Forwarded-For header instances.
+    fn client(trusted: &str, peer: &str, forwarded_for: &[&str]) -> IpAddr {
+        let trusted = TrustedProxies::parse(trusted).unwrap();
+        let mut headers = HeaderMap::new();
+        for value in forwarded_for {
+            headers.append("x-forwarded-for", value.parse().unwrap());
+        }
+        client_address(ip(peer), &headers, &trusted)
+    }
+
+    #[test]
+    fn an_untrusted_peer_is_the_client_whatever_it_forwards() {
+        assert_eq!(
+            client("", "198.51.100.7", &["203.0.113.9"]),
+            ip("198.51.100.7")
+        );
+        assert_eq!(
+            client("10.0.0.0/8", "198.51.100.7", &["203.0.113.9"]),
+            ip("198.51.100.7")
+        );
+        assert_eq!(
+            client("127.0.0.1", "127.0.0.2", &["203.0.113.9"]),
+            ip("127.0.0.2")
+        );
+        // A trusted peer that forwards nothing is itself the client.
+        assert_eq!(client("127.0.0.1", "127.0.0.1", &[]), ip("127.0.0.1"));
+    }
+
+    #[test]
+    fn the_walk_goes_from_the_right_past_trusted_hops() {
+        let trusted = "127.0.0.1, 10.0.0.0/8";
+        assert_eq!(
+            client(trusted, "127.0.0.1", &["203.0.113.9"]),
+            ip("203.0.113.9")
+        );
+        assert_eq!(
+            client(trusted, "127.0.0.1", &["203.0.113.9, 10.1.2.3"]),
+            ip("203.0.113.9")
+        );
+        // A client-written entry to the left of the first untrusted hop changes nothing.
+        assert_eq!(
+            client(trusted, "127.0.0.1", &["6.6.6.6, 203.0.113.9, 10.1.2.3"]),
+            ip("203.0.113.9")
+        );
+        // Every instance of the header counts, in order, as one list.
+        assert_eq!(
+            client(
+                trusted,
+                "127.0.0.1",
+                &["6.6.6.6, 203.0.113.9", "10.1.2.3", " 10.4.5.6 "]
+            ),
+            ip("203.0.113.9")
+        );
+        // Every hop trusted: the leftmost counts.
+        assert_eq!(
+            client(trusted, "127.0.0.1", &["10.9.9.9, 10.1.2.3"]),
+            ip("10.9.9.9")
+        );
+        // Empty elements carry nothing and are skipped.
+        assert_eq!(
+            client(trusted, "127.0.0.1", &["203.0.113.9,, 10.1.2.3,", ""]),
+            ip("203.0.113.9")
+        );
+    }
+
+    #[test]
+    fn a_malformed_entry_stops_the_walk_at_the_last_good_address() {
+        let trusted = "127.0.0.1, 10.0.0.0/8";
+        for bad in [
+            "unknown",
+            "evil.example",
+            "_hidden",
+            "203.0.113.999",
+            "1.2.3.4 5.6.7.8",
+        ] {
+            // Right after the peer: the peer counts.
+            assert_eq!(
+                client(trusted, "127.0.0.1", &[bad]),
+                ip("127.0.0.1"),
+                "{bad}"
+            );
+            // Behind a trusted hop: that hop counts, never the text nor what lies beyond it.
+            assert_eq!(
+                client(
+                    trusted,
+                    "127.0.0.1",
+                    &[&format!("203.0.113.9, {bad}, 10.1.2.3")]
+                ),
+                ip("10.1.2.3"),
+                "{bad}"
+            );
+        }
+        // A header value that is not visible ASCII is malformed as a whole.
+        let trusted_list = TrustedProxies::parse(trusted).unwrap();
+        let mut headers = HeaderMap::new();
+        headers.append("x-forwarded-for", "203.0.113.9".parse().unwrap());
+        headers.append(
+            "x-forwarded-for",
+            http::HeaderValue::from_bytes(b"10.1.2.3\xff").unwrap(),
+        );
+        assert_eq!(
+            client_address(ip("127.0.0.1"), &headers, &trusted_list),
+            ip("127.0.0.1")
+        );
+    }
+
+    #[test]
+    fn ports_and_mapped_addresses_are_read_as_their_ip() {
+        let trusted = "127.0.0.1, 10.0.0.0/8, fd00::/8";
+        assert_eq!(
+            client(trusted, "127.0.0.1", &["203.0.113.9:4711, 10.1.2.3:80"]),
+            ip("203.0.113.9")
+        );
+        assert_eq!(
+            client(trusted, "127.0.0.1", &["[2001:db8::1]:443"]),
+            ip("2001:db8::1")
+        );
+        assert_eq!(
+            client(trusted, "fd00::2", &["[2001:db8::1]"]),
+            ip("2001:db8::1")
+        );
+        // An IPv4-mapped peer is trusted as its IPv4 address, and a mapped hop counts as IPv4.
+        assert_eq!(
+            client(
+                trusted,
+                "::ffff:127.0.0.1",
+                &["::ffff:203.0.113.9, ::ffff:10.1.2.3"]
+            ),
+            ip("203.0.113.9")
+        );
+        assert_eq!(client("", "::ffff:198.51.100.7", &[]), ip("198.51.100.7"));
     }
 }

@@ -7,6 +7,7 @@ mod burst;
 mod check;
 mod events;
 mod health;
+mod identity;
 mod outflow;
 mod routing;
 mod visitor;
