@@ -519,15 +519,43 @@ impl DurableStore {
             });
         }
         let config = RoomConfig::apply_patch(None, &body, now)?;
-        let retired_generation = existing.map_or(0, |replica| replica.read(Room::generation));
+        let retired_generation = existing
+            .as_ref()
+            .map_or(0, |replica| replica.read(Room::generation));
         let generation = (retired_generation + 1).max((now / 1000).max(0) as u64);
-        let reply = self.guard(
+        let mut reply = self.guard(
             &room_id,
             self.shared
                 .valkey
                 .create(&room_id, now, generation, &config)
                 .await,
         )?;
+        if reply.status == valkey::EXISTS && existing.is_none() {
+            // Valkey has a room the journal never recorded (a Valkey that outlived its
+            // database): nothing anybody was told about, so it gives way to the journal's.
+            let journaled = self
+                .shared
+                .journal
+                .last_seq(&room_id)
+                .await
+                .map_err(|_| unavailable("the journal is unreachable"))?;
+            if journaled.is_none() {
+                tracing::warn!(
+                    room_id,
+                    "valkey held a room the journal never recorded; replacing it"
+                );
+                self.shared.valkey.forget(&room_id).await.map_err(|error| {
+                    unavailable(format!("the live queue refused the change: {error}"))
+                })?;
+                reply = self.guard(
+                    &room_id,
+                    self.shared
+                        .valkey
+                        .create(&room_id, now, generation, &config)
+                        .await,
+                )?;
+            }
+        }
         if reply.status == valkey::EXISTS {
             return Err(unavailable(
                 "another engine is creating this room at this moment; try again",

@@ -229,6 +229,11 @@ impl Valkey {
             .map(|_| ())
     }
 
+    /// Deletes every key of the room.
+    pub(crate) async fn forget(&self, room_id: &str) -> Result<(), Error> {
+        self.client.del::<i64, _>(keys(room_id)).await.map(|_| ())
+    }
+
     /// The room's seq in Valkey (`None` when Valkey has no such room at all).
     pub(crate) async fn seq(&self, room_id: &str) -> Result<Option<u64>, Error> {
         let meta = &keys(room_id)[0];

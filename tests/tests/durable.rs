@@ -1,0 +1,70 @@
+//! Durable-store behaviour that has no memory-store counterpart, on a private Valkey and a
+//! fresh database whatever `QM_TEST_STORE` says.
+
+use qm_tests::servers::ValkeyOptions;
+use qm_tests::{Backing, room_body, spawn_app_on};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_room_valkey_holds_but_the_journal_never_recorded_gives_way() {
+    let backing = Backing::start(ValkeyOptions::default()).await;
+    // As if this Valkey outlived the database it was paired with.
+    backing
+        .valkey
+        .command(&[
+            "HSET",
+            "qm:{orphan}:m",
+            "seq",
+            "41",
+            "exists",
+            "1",
+            "next",
+            "9",
+            "head",
+            "3",
+        ])
+        .await;
+    let app = spawn_app_on(Some(backing), &[]).await;
+    let reply = app
+        .admin_post("/rooms", room_body("orphan", 0, json!({})))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["created"], true);
+    assert_eq!(reply.body["room"]["seq"], 1, "{}", reply.text);
+    let join = app.join("orphan", None, None).await;
+    assert_eq!(join.status, 200, "{}", join.text);
+    assert_eq!(join.body["position"], 1);
+    assert_eq!(app.room("orphan").await["nextTicket"], 2);
+}
+
+#[tokio::test]
+async fn the_journal_carries_every_change_in_seq_order() {
+    let backing = Backing::start(ValkeyOptions::default()).await;
+    let database = backing.database.url();
+    let app = spawn_app_on(Some(backing), &[]).await;
+    app.create_room(room_body("kept", 0, json!({}))).await;
+    for _ in 0..3 {
+        assert_eq!(app.join("kept", None, None).await.status, 200);
+    }
+    let flushed = app
+        .admin_post("/rooms/kept/flush", json!({"count": 1}))
+        .await;
+    assert_eq!(flushed.status, 200, "{}", flushed.text);
+    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&database)
+        .await
+        .expect("connect to the test database");
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT seq, kind FROM room_events WHERE room_id = 'kept' ORDER BY seq")
+            .fetch_all(&mut connection)
+            .await
+            .expect("read the journal");
+    let kinds: Vec<&str> = rows.iter().map(|(_, kind)| kind.as_str()).collect();
+    assert_eq!(kinds, ["created", "joined", "joined", "joined", "passed"]);
+    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(seqs, [1, 2, 3, 4, 5], "gap-free, in order");
+    let last: i64 = sqlx::query_scalar("SELECT last_seq FROM rooms WHERE room_id = 'kept'")
+        .fetch_one(&mut connection)
+        .await
+        .expect("read the head");
+    assert_eq!(last, 5);
+}
