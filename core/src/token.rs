@@ -13,7 +13,7 @@ use hmac::{Hmac, Mac};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 type HmacSha256 = Hmac<Sha256>;
@@ -283,6 +283,25 @@ impl VisitorClaims {
         })
     }
 
+    /// The refresh jitter of this place (QM-469): how long after its token falls due an open
+    /// stream waits before it sends `event: refresh`, so a burst of joins sharing one iat does
+    /// not reconnect together. `uint32_be(sha256("r|n|q|g|iat")[0..4]) % (floor(refresh_after_ms
+    /// / 10) + 1)` over the payload's fields, a field the token does not carry being the text
+    /// `undefined`, as JavaScript renders it: at most +10% of the window.
+    pub fn refresh_jitter_ms(&self, refresh_after_ms: u64) -> u64 {
+        let (ticket, handle) = match self.place {
+            VisitorPlace::Ticket(n) => (n.to_string(), "undefined".to_owned()),
+            VisitorPlace::Handle(q) => ("undefined".to_owned(), q.to_string()),
+        };
+        let text = format!(
+            "{}|{ticket}|{handle}|{}|{}",
+            self.room_id, self.generation, self.iat
+        );
+        let digest = Sha256::digest(text.as_bytes());
+        let leading = u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]);
+        u64::from(leading) % (refresh_after_ms / 10 + 1)
+    }
+
     /// Reads the payload of a token without verifying it. Only for decisions that grant
     /// nothing, such as which room's cookies are oldest.
     pub fn peek_iat(token: &str) -> Option<i64> {
@@ -451,6 +470,35 @@ mod tests {
             keyring.verify_visitor(&token, NOW, 60),
             Err(TokenError::BadPayload)
         );
+    }
+
+    /// Vectors computed independently with Python's hashlib:
+    /// `int.from_bytes(hashlib.sha256(b"launch|5|undefined|1796283969|1796283969211")
+    /// .digest()[:4], "big")` = 929590809 (0x37686e19), and for `launch|undefined|9|3|
+    /// 1700000000000` = 3028149830 (0xb47de646); then `% (refresh_after_ms // 10 + 1)`.
+    #[test]
+    fn refresh_jitter_matches_the_reference_vectors() {
+        let ticket = VisitorClaims {
+            room_id: "launch".into(),
+            place: VisitorPlace::Ticket(5),
+            generation: 1_796_283_969,
+            iat: 1_796_283_969_211,
+        };
+        assert_eq!(
+            ticket.refresh_jitter_ms(43_200_000),
+            929_590_809 % 4_320_001
+        );
+        assert_eq!(ticket.refresh_jitter_ms(43_200_000), 790_594);
+        assert_eq!(ticket.refresh_jitter_ms(30_000), 1_049);
+        let handle = VisitorClaims {
+            room_id: "launch".into(),
+            place: VisitorPlace::Handle(9),
+            generation: 3,
+            iat: NOW,
+        };
+        assert_eq!(handle.refresh_jitter_ms(43_200_000), 4_149_130);
+        // A window under ten milliseconds leaves no room for jitter.
+        assert_eq!(handle.refresh_jitter_ms(9), 0);
     }
 
     #[test]

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use http::HeaderMap;
-use http::header::COOKIE;
+use http::header::{COOKIE, SET_COOKIE};
+use http::{HeaderMap, HeaderValue};
 use qm_core::ids::is_valid_room_id;
 use qm_core::token::VisitorClaims;
 
@@ -164,6 +164,36 @@ pub(crate) fn eviction_cookies(policy: &CookiePolicy, rooms: &[String]) -> Vec<S
         })
         .map(|name| policy.expire(&name))
         .collect()
+}
+
+/// The Set-Cookie values that give a browser a room's place: `qm_<room>` with the token,
+/// HttpOnly `qms_<room>` with the ownership session id, and the cap's evictions. Join sets them,
+/// and so does a token refresh (QM-391).
+pub(crate) fn place_cookies(
+    policy: &CookiePolicy,
+    request_cookies: &RequestCookies,
+    room_id: &str,
+    token: &str,
+    session_id: &str,
+    cap: usize,
+) -> Vec<String> {
+    let evicted = rooms_to_evict(request_cookies, room_id, cap);
+    let mut set_cookies = vec![
+        policy.set(&queue_cookie_name(room_id), token, false),
+        policy.set(&session_cookie_name(room_id), session_id, true),
+    ];
+    set_cookies.extend(eviction_cookies(policy, &evicted));
+    set_cookies
+}
+
+/// Appends each cookie as a Set-Cookie header.
+pub(crate) fn append_set_cookies(headers: &mut HeaderMap, set_cookies: &[String]) {
+    for cookie in set_cookies {
+        // Cookie values are base64url and ids from a checked alphabet: always a valid header.
+        if let Ok(value) = HeaderValue::from_str(cookie) {
+            headers.append(SET_COOKIE, value);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,13 @@
 //! listener's JSON changes, and every 5 s as a heartbeat. A waiting listener's position comes
 //! from its room hub's view, computed here; the engine is asked for this one place only when the
 //! view says it no longer waits (it passed or lapsed), and after that only on heartbeats.
+//!
+//! Token refresh (QM-391, QM-469): a stream opened with a due token whose refresh is granted
+//! re-signs the place, sets both queue cookies on its response and carries the fresh token as
+//! `token` in every status frame. A stream cannot set cookies once its headers are sent, so an
+//! open stream whose token falls due sends `event: refresh` (`data: {}`) and ends, delayed past
+//! the due instant by the place's jitter, for the page to reopen it. Only if the engine, asked
+//! at that instant, would grant the refresh: otherwise the stream carries on.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use http::{HeaderMap, HeaderValue};
 use qm_core::clock::now_ms;
-use qm_core::token::VisitorPlace;
+use qm_core::token::{VisitorClaims, VisitorPlace};
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{EngineClient, StatusRequest, place_reply, place_status};
 use serde_json::{Map, Value};
@@ -22,10 +29,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::GatewayState;
-use crate::cookies::RequestCookies;
+use crate::cookies::{RequestCookies, append_set_cookies};
 use crate::hub::{LatestView, RoomHub};
 use crate::places::{PresentedPlace, presented_session_hash};
 use crate::rate_limit::StreamPermit;
+use crate::refresh::{Renewal, engine_grants_refresh, is_due, stream_refresh_at_ms};
 use crate::request::{ClientAddress, QueryParams};
 use crate::status_body::{lapsed_fields, place_fields, view_fields, with_now_here};
 use qm_edge::AppError;
@@ -42,7 +50,8 @@ pub(crate) async fn events(
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let cookies = RequestCookies::from_headers(&headers);
-    let place = state.token_check().for_status(
+    let now = now_ms();
+    let place = state.token_check_at(now).for_status(
         query.non_empty("token"),
         query.non_empty("roomId"),
         &cookies,
@@ -50,15 +59,29 @@ pub(crate) async fn events(
     let permit = state.stream_limits.acquire(address)?;
     let session_hash = presented_session_hash(&cookies, &place.claims.room_id);
     let hub = state.hubs.subscribe(&place.claims.room_id);
-    let mut listener = Listener::new(state.engine.clone(), &place, session_hash);
+    let refresh_after_ms = state.config.token_refresh_after_ms();
+    let mut listener = Listener::new(state.engine.clone(), &place, session_hash, refresh_after_ms);
     // The first frame comes from the engine itself, so an unreachable engine is a plain 503
     // before the stream starts rather than a stream that says nothing.
     let first = listener.ask_engine().await.map_err(AppError)?;
+    let renewal = if is_due(&place.claims, now, refresh_after_ms) && listener.refresh_granted {
+        Renewal::issue(&state, &place.claims, &cookies, &headers, now_ms())
+    } else {
+        None
+    };
+    let set_cookies = match renewal {
+        Some(renewal) => {
+            listener.claims = renewal.claims;
+            listener.fresh_token = Some(renewal.token);
+            renewal.set_cookies
+        }
+        None => Vec::new(),
+    };
     let frames = listener.into_frames(first, hub, permit, state.shutdown.clone());
     let mut response = Sse::new(frames).into_response();
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    let response_headers = response.headers_mut();
+    response_headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    append_set_cookies(response_headers, &set_cookies);
     Ok(response)
 }
 
@@ -72,6 +95,14 @@ struct Listener {
     generation: u64,
     place: VisitorPlace,
     session_hash: String,
+    /// The claims of the stream's token: the presented one, or the one re-signed at open.
+    claims: VisitorClaims,
+    /// The token re-signed at open, carried as `token` in every status frame.
+    fresh_token: Option<String>,
+    refresh_after_ms: u64,
+    /// The engine's latest answer would grant a refresh (a bound place of the token's generation
+    /// still waiting). Once false it stays false: none of the three comes back.
+    refresh_granted: bool,
     /// The engine was asked since the last heartbeat: view changes do not ask again.
     asked_since_heartbeat: bool,
     /// The place lapsed: it never comes back, so nobody is asked again.
@@ -79,7 +110,12 @@ struct Listener {
 }
 
 impl Listener {
-    fn new(engine: EngineClient, place: &PresentedPlace, session_hash: String) -> Listener {
+    fn new(
+        engine: EngineClient,
+        place: &PresentedPlace,
+        session_hash: String,
+        refresh_after_ms: u64,
+    ) -> Listener {
         Listener {
             engine,
             room_id: place.claims.room_id.clone(),
@@ -87,6 +123,10 @@ impl Listener {
             generation: place.claims.generation,
             place: place.claims.place,
             session_hash,
+            claims: place.claims.clone(),
+            fresh_token: None,
+            refresh_after_ms,
+            refresh_granted: false,
             asked_since_heartbeat: false,
             lapsed: None,
         }
@@ -117,6 +157,7 @@ impl Listener {
         };
         match outcome {
             Some(place_reply::Outcome::Place(place)) => {
+                self.refresh_granted = engine_grants_refresh(&self.claims, &place);
                 if let Some(place_status::Place::Ticket(ticket)) = place.place {
                     self.place = VisitorPlace::Ticket(ticket);
                     self.generation = place.generation;
@@ -124,6 +165,7 @@ impl Listener {
                 Ok(place_fields(&place))
             }
             Some(place_reply::Outcome::Lapsed(lapsed)) => {
+                self.refresh_granted = false;
                 let fields = lapsed_fields(&lapsed.reason);
                 self.lapsed = Some(fields.clone());
                 Ok(fields)
@@ -175,6 +217,20 @@ impl Listener {
         }
     }
 
+    /// When this stream ends for a refresh: at its token's due instant plus the place's jitter.
+    /// None when no refresh can be granted (the engine already refused one: that never changes)
+    /// or the token is already due (a stream opened with a due token either re-signed it at open
+    /// or was refused the refresh).
+    fn refresh_deadline(&self) -> Option<Instant> {
+        let now = now_ms();
+        if !self.refresh_granted || is_due(&self.claims, now, self.refresh_after_ms) {
+            return None;
+        }
+        let refresh_at_ms = stream_refresh_at_ms(&self.claims, self.refresh_after_ms);
+        let wait_ms = u64::try_from(refresh_at_ms.saturating_sub(now)).unwrap_or(0);
+        Some(Instant::now() + Duration::from_millis(wait_ms))
+    }
+
     fn into_frames(
         mut self,
         first: Map<String, Value>,
@@ -188,10 +244,11 @@ impl Listener {
             let mut views = hub.views();
             let mut views_open = true;
             let mut last = first;
-            yield Ok(status_event(&last));
+            yield Ok(status_event(&last, self.fresh_token.as_deref()));
             let mut next_heartbeat = Instant::now() + HEARTBEAT;
+            let mut refresh_deadline = self.refresh_deadline();
             loop {
-                let fields = tokio::select! {
+                let step = tokio::select! {
                     biased;
                     _ = stopped(&mut shutdown) => break,
                     changed = views.changed(), if views_open => {
@@ -202,16 +259,44 @@ impl Listener {
                         }
                         let latest = views.borrow_and_update().clone();
                         match self.on_view_change(&latest).await {
-                            Some(fields) if fields != last => fields,
+                            Some(fields) if fields != last => Step::Status(fields),
                             _ => continue,
+                        }
+                    }
+                    // The precondition keeps the placeholder instant from ever being awaited.
+                    _ = tokio::time::sleep_until(refresh_deadline.unwrap_or(next_heartbeat)),
+                        if refresh_deadline.is_some() => {
+                        // Granted only if the engine, asked now, still holds the place for us.
+                        match self.ask_engine().await {
+                            Ok(_) if self.refresh_granted => Step::Refresh,
+                            Ok(fields) => {
+                                refresh_deadline = None;
+                                if fields == last {
+                                    continue;
+                                }
+                                Step::Status(fields)
+                            }
+                            Err(error) => {
+                                tracing::debug!(room_id = %self.room_id, code = error.code.as_str(), "refresh check for a stream failed, asking again at the next heartbeat");
+                                refresh_deadline = Some(Instant::now() + HEARTBEAT);
+                                continue;
+                            }
                         }
                     }
                     _ = tokio::time::sleep_until(next_heartbeat) => {
                         let latest = views.borrow().clone();
-                        self.on_heartbeat(&latest).await.unwrap_or_else(|| last.clone())
+                        Step::Status(self.on_heartbeat(&latest).await.unwrap_or_else(|| last.clone()))
                     }
                 };
-                yield Ok(status_event(&fields));
+                let fields = match step {
+                    Step::Status(fields) => fields,
+                    Step::Refresh => {
+                        tracing::debug!(room_id = %self.room_id, "stream token due, ending the stream for a refresh");
+                        yield Ok(refresh_event());
+                        break;
+                    }
+                };
+                yield Ok(status_event(&fields, self.fresh_token.as_deref()));
                 last = fields;
                 next_heartbeat = Instant::now() + HEARTBEAT;
             }
@@ -226,7 +311,27 @@ pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
-fn status_event(fields: &Map<String, Value>) -> Event {
-    let body = Value::Object(with_now_here(fields.clone()));
-    Event::default().event("status").data(body.to_string())
+/// What the stream does next.
+enum Step {
+    /// Send this status body.
+    Status(Map<String, Value>),
+    /// Send `event: refresh` and end.
+    Refresh,
+}
+
+/// A status frame; `fresh_token` (a token re-signed at open) rides in every one as `token`.
+fn status_event(fields: &Map<String, Value>, fresh_token: Option<&str>) -> Event {
+    let mut body = Map::new();
+    if let Some(token) = fresh_token {
+        body.insert("token".into(), Value::String(token.to_owned()));
+    }
+    body.extend(with_now_here(fields.clone()));
+    Event::default()
+        .event("status")
+        .data(Value::Object(body).to_string())
+}
+
+/// The refresh frame (QM-469): `event: refresh` with `data: {}`.
+fn refresh_event() -> Event {
+    Event::default().event("refresh").data("{}")
 }

@@ -11,6 +11,7 @@ mod hub;
 mod pages;
 mod places;
 mod rate_limit;
+mod refresh;
 mod request;
 mod status_body;
 mod visitor;

@@ -1,13 +1,14 @@
 //! POST /api/join and GET /api/status: a place in line, its cookies and the cookie cap, and the
-//! place's status. The engine decides every place; the gateway verifies and signs tokens and
-//! hands the engine only verified claims and the hash of the ownership cookie.
+//! place's status, re-signing a due token (see [`crate::refresh`]). The engine decides every
+//! place; the gateway verifies and signs tokens and hands the engine only verified claims and the
+//! hash of the ownership cookie.
 
 use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use http::header::{CACHE_CONTROL, SET_COOKIE};
+use http::header::CACHE_CONTROL;
 use http::{HeaderMap, HeaderValue};
 use qm_core::clock::now_ms;
 use qm_core::ids::{is_valid_room_id, is_valid_session_id, new_session_id, session_hash};
@@ -18,11 +19,11 @@ use serde_json::{Map, Value};
 
 use crate::GatewayState;
 use crate::cookies::{
-    CookiePolicy, RequestCookies, eviction_cookies, queue_cookie_name, rooms_to_evict,
-    session_cookie_name,
+    CookiePolicy, RequestCookies, append_set_cookies, place_cookies, session_cookie_name,
 };
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
+use crate::refresh::{Renewal, engine_grants_refresh, is_due};
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
 use crate::status_body::{lapsed_fields, place_fields, with_now};
 use qm_edge::AppError;
@@ -127,22 +128,19 @@ pub(crate) async fn join(
         max_age_sec: state.config.queue_cookie_max_age_sec,
         secure: is_https(&headers),
     };
-    let evicted = rooms_to_evict(&cookies, room_id, state.config.room_cookie_cap);
-    let mut set_cookies = vec![
-        policy.set(&queue_cookie_name(room_id), &token, false),
-        policy.set(&session_cookie_name(room_id), &session_id, true),
-    ];
-    set_cookies.extend(eviction_cookies(&policy, &evicted));
+    let set_cookies = place_cookies(
+        &policy,
+        &cookies,
+        room_id,
+        &token,
+        &session_id,
+        state.config.room_cookie_cap,
+    );
 
     let mut response = Json(Value::Object(answer)).into_response();
     let response_headers = response.headers_mut();
     response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    for cookie in set_cookies {
-        // Cookie values are base64url and ids from a checked alphabet: always a valid header.
-        if let Ok(value) = HeaderValue::from_str(&cookie) {
-            response_headers.append(SET_COOKIE, value);
-        }
-    }
+    append_set_cookies(response_headers, &set_cookies);
     Ok(response)
 }
 
@@ -172,7 +170,8 @@ pub(crate) async fn status(
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     let cookies = RequestCookies::from_headers(&headers);
-    let place = state.token_check().for_status(
+    let now = now_ms();
+    let place = state.token_check_at(now).for_status(
         query.non_empty("token"),
         query.non_empty("roomId"),
         &cookies,
@@ -182,10 +181,17 @@ pub(crate) async fn status(
         claim: Some(place.engine_claim()),
         session_hash: presented_session_hash(&cookies, &place.claims.room_id),
     };
+    let refresh_after_ms = state.config.token_refresh_after_ms();
+    let mut renewal = None;
     let body = match state.engine.clone().status(request).await {
         Ok(reply) => match reply.into_inner().outcome {
-            Some(place_reply::Outcome::Place(place)) => {
-                with_now(place_fields(&place), place.now_ms)
+            Some(place_reply::Outcome::Place(answer)) => {
+                if is_due(&place.claims, now, refresh_after_ms)
+                    && engine_grants_refresh(&place.claims, &answer)
+                {
+                    renewal = Renewal::issue(&state, &place.claims, &cookies, &headers, now);
+                }
+                with_now(place_fields(&answer), answer.now_ms)
             }
             Some(place_reply::Outcome::Lapsed(lapsed)) => lapsed_fields(&lapsed.reason),
             None => {
@@ -203,10 +209,21 @@ pub(crate) async fn status(
             lapsed_fields("room_reset")
         }
     };
+    let body = match &renewal {
+        Some(renewal) => {
+            let mut renewed = Map::new();
+            renewed.insert("token".into(), Value::String(renewal.token.clone()));
+            renewed.extend(body);
+            renewed
+        }
+        None => body,
+    };
     let mut response = Json(Value::Object(body)).into_response();
-    response
-        .headers_mut()
-        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let response_headers = response.headers_mut();
+    response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(renewal) = &renewal {
+        append_set_cookies(response_headers, &renewal.set_cookies);
+    }
     Ok(response)
 }
 
