@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, watch};
 
 use self::committer::Committer;
 use self::journal::{Journal, JournalReadError};
-use self::replicas::{Replica, Replicas, Trouble};
+use self::replicas::{Replica, Replicas, Trouble, lock};
 use self::valkey::Valkey;
 use crate::domain::{
     CheckAnswer, Claim, ClaimedPlace, EjectedFrom, EventRecord, JoinRequest, LapseReason, PassedBy,
@@ -98,18 +98,12 @@ pub(crate) struct Shared {
 
 impl Shared {
     fn is_diverged(&self, room_id: &str) -> bool {
-        self.diverged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .contains(room_id)
+        lock(&self.diverged).contains(room_id)
     }
 
     /// Marks a room for rebuild: it refuses changes until then.
     fn diverge(&self, room_id: &str) {
-        self.diverged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(room_id.to_owned());
+        lock(&self.diverged).insert(room_id.to_owned());
         if let Some(replica) = self.replicas.get(room_id)
             && replica.trouble().is_none()
         {
@@ -229,13 +223,7 @@ impl Shared {
 
     /// Rebuilds every diverged room; answers the ones that could not be, and why.
     async fn rebuild_diverged(&self) -> Vec<(String, String)> {
-        let diverged: Vec<String> = self
-            .diverged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .cloned()
-            .collect();
+        let diverged: Vec<String> = lock(&self.diverged).iter().cloned().collect();
         let mut failed = Vec::new();
         for room_id in diverged {
             if let Err(why) = self.rebuild(&room_id).await {
@@ -246,10 +234,7 @@ impl Shared {
     }
 
     fn undiverge(&self, room_id: &str) {
-        self.diverged
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(room_id);
+        lock(&self.diverged).remove(room_id);
     }
 
     /// Reloads a replica from the journal (another engine rebuilt the room).
@@ -523,38 +508,16 @@ impl DurableStore {
             .as_ref()
             .map_or(0, |replica| replica.read(Room::generation));
         let generation = (retired_generation + 1).max((now / 1000).max(0) as u64);
-        let mut reply = self.guard(
-            &room_id,
-            self.shared
-                .valkey
-                .create(&room_id, now, generation, &config)
-                .await,
-        )?;
-        if reply.status == valkey::EXISTS && existing.is_none() {
-            // Valkey has a room the journal never recorded (a Valkey that outlived its
-            // database): nothing anybody was told about, so it gives way to the journal's.
-            let journaled = self
-                .shared
-                .journal
-                .last_seq(&room_id)
-                .await
-                .map_err(|_| unavailable("the journal is unreachable"))?;
-            if journaled.is_none() {
-                tracing::warn!(
-                    room_id,
-                    "valkey held a room the journal never recorded; replacing it"
-                );
-                self.shared.valkey.forget(&room_id).await.map_err(|error| {
-                    unavailable(format!("the live queue refused the change: {error}"))
-                })?;
-                reply = self.guard(
-                    &room_id,
-                    self.shared
-                        .valkey
-                        .create(&room_id, now, generation, &config)
-                        .await,
-                )?;
-            }
+        let mut reply = self
+            .create_in_valkey(&room_id, now, generation, &config)
+            .await?;
+        if reply.status == valkey::EXISTS
+            && existing.is_none()
+            && self.forget_orphan(&room_id).await?
+        {
+            reply = self
+                .create_in_valkey(&room_id, now, generation, &config)
+                .await?;
         }
         if reply.status == valkey::EXISTS {
             return Err(unavailable(
@@ -572,6 +535,46 @@ impl DurableStore {
             room: self.admin_json(&room_id)?,
             created: true,
         })
+    }
+
+    async fn create_in_valkey(
+        &self,
+        room_id: &str,
+        now: i64,
+        generation: u64,
+        config: &RoomConfig,
+    ) -> Result<valkey::Reply, ApiError> {
+        let reply = self
+            .shared
+            .valkey
+            .create(room_id, now, generation, config)
+            .await;
+        self.guard(room_id, reply)
+    }
+
+    /// Deletes a room Valkey holds but the journal never recorded (a Valkey that outlived its
+    /// database): nobody was ever told about it, so it gives way to the journal's. Answers
+    /// whether it was such an orphan.
+    async fn forget_orphan(&self, room_id: &str) -> Result<bool, ApiError> {
+        let journaled = self
+            .shared
+            .journal
+            .last_seq(room_id)
+            .await
+            .map_err(|_| unavailable("the journal is unreachable"))?;
+        if journaled.is_some() {
+            return Ok(false);
+        }
+        tracing::warn!(
+            room_id,
+            "valkey held a room the journal never recorded; replacing it"
+        );
+        self.shared
+            .valkey
+            .forget(room_id)
+            .await
+            .map_err(|error| unavailable(format!("the live queue refused the change: {error}")))?;
+        Ok(true)
     }
 
     async fn delete_room_now(&self, room_id: &str) -> Result<(), ApiError> {

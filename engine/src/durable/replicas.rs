@@ -29,7 +29,9 @@ pub(crate) struct Replica {
     channel: watch::Sender<RoomView>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// Takes a lock even if a panic poisoned it: what these locks guard is changed in single
+/// steps that leave it consistent.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
