@@ -103,6 +103,8 @@ pub struct Config {
     pub sse_max_total: usize,
     pub sse_per_ip: usize,
     pub room_cookie_cap: usize,
+    /// Hard ceiling of one room's pre-queue (PREQUEUE_MAX): a join over it is 503 prequeue_full.
+    pub prequeue_max: u64,
     /// Seconds a stopping process waits for open requests and streams before it exits.
     pub shutdown_drain_sec: u64,
     /// Peers whose X-Forwarded-For the gateway believes (TRUSTED_PROXIES); empty trusts nobody.
@@ -281,6 +283,13 @@ impl Config {
             )?,
             sse_per_ip: parse_number("SSE_PER_IP", read("SSE_PER_IP"), 20, 1, 1_000_000)?,
             room_cookie_cap: parse_number("ROOM_COOKIE_CAP", read("ROOM_COOKIE_CAP"), 8, 1, 50)?,
+            prequeue_max: parse_number(
+                "PREQUEUE_MAX",
+                read("PREQUEUE_MAX"),
+                1_000_000,
+                1,
+                100_000_000,
+            )?,
             shutdown_drain_sec: parse_number(
                 "SHUTDOWN_DRAIN_SEC",
                 read("SHUTDOWN_DRAIN_SEC"),
@@ -349,6 +358,7 @@ impl Config {
             "SSE_MAX_TOTAL": self.sse_max_total,
             "SSE_PER_IP": self.sse_per_ip,
             "ROOM_COOKIE_CAP": self.room_cookie_cap,
+            "PREQUEUE_MAX": self.prequeue_max,
             "SHUTDOWN_DRAIN_SEC": self.shutdown_drain_sec,
             "TRUSTED_PROXIES": self.trusted_proxies.to_strings(),
         })

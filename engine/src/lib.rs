@@ -101,7 +101,11 @@ impl EngineApp {
         });
 
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let engine = EngineServer::new(EngineService::new(self.store.clone(), stop.clone()));
+        let engine = EngineServer::new(EngineService::new(
+            self.store.clone(),
+            self.config.prequeue_max,
+            stop.clone(),
+        ));
         let mut server_stop = stop.clone();
         let server = Server::builder()
             .add_service(health_service)

@@ -15,7 +15,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::domain::{
-    CheckAnswer, Claim, EjectedFrom, JoinRequest, LapseReason, PlaceAnswer, PlaceStatus, Room,
+    CheckAnswer, Claim, EjectedFrom, JoinRequest, LapseReason, PlaceAnswer, PlaceStatus, Purged,
+    Room,
 };
 use crate::store::{PutOutcome, RoomJson, RoomWatch, Store, StoreFuture};
 use crate::view::{missing_view, room_info, room_view};
@@ -235,7 +236,11 @@ impl MemoryStore {
             if room.is_deleted() {
                 continue;
             }
-            let record = room.tick(now);
+            let drawn = room.draw_if_due(&mut rand::rng(), now);
+            if let Some(drawn) = &drawn {
+                tracing::info!(room_id = room.room_id(), seq = drawn.seq, "pre-queue drawn");
+            }
+            let record = room.tick(now).or(drawn);
             if let Some(record) = &record {
                 tracing::trace!(room_id = room.room_id(), seq = record.seq, "outflow slice");
             }
@@ -294,8 +299,9 @@ impl Store for MemoryStore {
 
     fn join(&self, room_id: String, request: JoinRequest) -> StoreFuture<'_, PlaceStatus> {
         Box::pin(ready(self.with_room(&room_id, |room, now| {
+            let drawn = room.draw_if_due(&mut rand::rng(), now).is_some();
             let outcome = room.join(&request, now)?;
-            let changed = outcome.record.is_some();
+            let changed = drawn || outcome.record.is_some();
             Ok((outcome.place, changed))
         })))
     }
@@ -363,7 +369,7 @@ impl Store for MemoryStore {
         })))
     }
 
-    fn purge(&self, room_id: String) -> StoreFuture<'_, (u64, RoomJson)> {
+    fn purge(&self, room_id: String) -> StoreFuture<'_, (Purged, RoomJson)> {
         Box::pin(ready(self.with_room(&room_id, |room, now| {
             let (purged, record) = room.purge(now);
             Ok(((purged, room.admin_json(now)), record.is_some()))

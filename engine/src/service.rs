@@ -29,13 +29,23 @@ type Reply<T> = Result<Response<T>, Status>;
 /// The gRPC face of a store.
 pub(crate) struct EngineService {
     store: Arc<dyn Store>,
+    /// PREQUEUE_MAX, handed to every join.
+    pre_queue_ceiling: u64,
     /// Set at shutdown: open Watch streams end so the server can drain.
     stop: watch::Receiver<bool>,
 }
 
 impl EngineService {
-    pub(crate) fn new(store: Arc<dyn Store>, stop: watch::Receiver<bool>) -> EngineService {
-        EngineService { store, stop }
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        pre_queue_ceiling: u64,
+        stop: watch::Receiver<bool>,
+    ) -> EngineService {
+        EngineService {
+            store,
+            pre_queue_ceiling,
+            stop,
+        }
     }
 }
 
@@ -55,7 +65,10 @@ fn place_to_wire(place: PlaceStatus) -> qm_proto::PlaceStatus {
     qm_proto::PlaceStatus {
         room_id: place.room_id,
         generation: place.generation,
-        place: Some(place_status::Place::Ticket(place.ticket)),
+        place: Some(match place.handle {
+            Some(handle) => place_status::Place::Handle(handle),
+            None => place_status::Place::Ticket(place.ticket),
+        }),
         position: place.position,
         ahead: place.ahead,
         eta_sec: place.eta_sec,
@@ -66,7 +79,7 @@ fn place_to_wire(place: PlaceStatus) -> qm_proto::PlaceStatus {
         bound: place.bound,
         now_ms: place.now_ms,
         opens_at_ms: place.opens_at_ms,
-        pre_count: 0,
+        pre_count: place.pre_count,
         pass_expires_at_ms: place.pass_expires_at_ms,
         branding_json: place.branding_json,
         replaced_reason: place
@@ -158,6 +171,7 @@ impl Engine for EngineService {
             claim: claim_from_wire(request.claim),
             session_hash: request.session_hash,
             identity: request.identity,
+            pre_queue_ceiling: Some(self.pre_queue_ceiling),
         };
         let place = self.store.join(room_id, join).await?;
         Ok(Response::new(answer_to_wire(PlaceAnswer::Place(place))))
@@ -292,8 +306,8 @@ impl Engine for EngineService {
     async fn purge(&self, request: Request<RoomRef>) -> Reply<PurgeReply> {
         let (purged, room) = self.store.purge(request.into_inner().room_id).await?;
         Ok(Response::new(PurgeReply {
-            purged,
-            pre_queue: 0,
+            purged: purged.total(),
+            pre_queue: purged.pre_queue,
             room_json: room.to_string(),
         }))
     }

@@ -14,7 +14,9 @@ use qm_proto::{RoomInfoReply, RoomView, StatsReply};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::domain::{CheckAnswer, Claim, EjectedFrom, JoinRequest, PlaceAnswer, PlaceStatus};
+use crate::domain::{
+    CheckAnswer, Claim, EjectedFrom, JoinRequest, PlaceAnswer, PlaceStatus, Purged,
+};
 
 /// What every store operation returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
@@ -66,8 +68,8 @@ pub trait Store: Send + Sync + 'static {
     /// Applies a `POST .../schedule` body.
     fn schedule(&self, room_id: String, body: Value) -> StoreFuture<'_, RoomJson>;
     fn eject(&self, room_id: String, ticket: u64) -> StoreFuture<'_, (EjectedFrom, RoomJson)>;
-    /// Discards the waiting line; answers how many tickets were purged.
-    fn purge(&self, room_id: String) -> StoreFuture<'_, (u64, RoomJson)>;
+    /// Discards the waiting line and the pre-queue; answers how many of each.
+    fn purge(&self, room_id: String) -> StoreFuture<'_, (Purged, RoomJson)>;
 
     /// One outflow slice for every room, for the calendar second of `now_ms`.
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()>;

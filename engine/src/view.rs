@@ -23,7 +23,7 @@ pub(crate) fn room_view(room: &Room, now_ms: i64) -> RoomView {
         next_ticket: room.next_ticket(),
         holes: room.holes().to_vec(),
         opens_at_ms: config.opens_at,
-        pre_count: 0,
+        pre_count: room.pre_count(),
         target_url: config.target_url.clone(),
         branding_json: room.branding_json().to_owned(),
         promoted_total: room.passed_total(),

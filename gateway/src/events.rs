@@ -64,11 +64,18 @@ pub(crate) async fn events(
     // The first frame comes from the engine itself, so an unreachable engine is a plain 503
     // before the stream starts rather than a stream that says nothing.
     let first = listener.ask_engine().await.map_err(AppError)?;
-    let renewal = if is_due(&place.claims, now, refresh_after_ms) && listener.refresh_granted {
-        Renewal::issue(&state, &place.claims, &cookies, &headers, now_ms())
-    } else {
-        None
-    };
+    // A handle the draw turned into a ticket is re-signed for it, like a due token.
+    let drawn = listener.place != place.claims.place;
+    let renewal =
+        if (drawn || is_due(&place.claims, now, refresh_after_ms)) && listener.refresh_granted {
+            let claims = VisitorClaims {
+                place: listener.place,
+                ..place.claims.clone()
+            };
+            Renewal::issue(&state, &claims, &cookies, &headers, now_ms())
+        } else {
+            None
+        };
     let set_cookies = match renewal {
         Some(renewal) => {
             listener.claims = renewal.claims;
@@ -217,6 +224,14 @@ impl Listener {
         }
     }
 
+    /// Whether the stream's token is a handle the draw has since turned into a ticket, and the
+    /// engine would re-sign it for this browser.
+    fn drawn_since_open(&self) -> bool {
+        matches!(self.claims.place, VisitorPlace::Handle(_))
+            && matches!(self.place, VisitorPlace::Ticket(_))
+            && self.refresh_granted
+    }
+
     /// When this stream ends for a refresh: at its token's due instant plus the place's jitter.
     /// None when no refresh can be granted (the engine already refused one: that never changes)
     /// or the token is already due (a stream opened with a due token either re-signed it at open
@@ -299,6 +314,12 @@ impl Listener {
                 yield Ok(status_event(&fields, self.fresh_token.as_deref()));
                 last = fields;
                 next_heartbeat = Instant::now() + HEARTBEAT;
+                if self.drawn_since_open() {
+                    // The stream cannot set cookies any more: the reconnect exchanges the token.
+                    tracing::debug!(room_id = %self.room_id, "pre-queue handle drawn, ending the stream for its ticket");
+                    yield Ok(refresh_event());
+                    break;
+                }
             }
             drop(hub);
         }

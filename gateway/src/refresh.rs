@@ -8,8 +8,8 @@
 
 use http::HeaderMap;
 use qm_core::ids::is_valid_session_id;
-use qm_core::token::VisitorClaims;
-use qm_proto::PlaceStatus;
+use qm_core::token::{VisitorClaims, VisitorPlace};
+use qm_proto::{PlaceStatus, place_status};
 
 use crate::GatewayState;
 use crate::cookies::{CookiePolicy, RequestCookies, place_cookies, session_cookie_name};
@@ -32,6 +32,17 @@ pub(crate) fn stream_refresh_at_ms(claims: &VisitorClaims, refresh_after_ms: u64
 /// request's ownership cookie is the one the place is bound to.
 pub(crate) fn engine_grants_refresh(claims: &VisitorClaims, answer: &PlaceStatus) -> bool {
     answer.generation == claims.generation && !answer.passed && answer.bound
+}
+
+/// The drawn ticket a pre-queue handle became, when the engine's answer for a handle names one:
+/// the token is then re-signed for the ticket under the same rules as a refresh (QM-391).
+pub(crate) fn drawn_place(claims: &VisitorClaims, answer: &PlaceStatus) -> Option<VisitorPlace> {
+    match (claims.place, answer.place) {
+        (VisitorPlace::Handle(_), Some(place_status::Place::Ticket(ticket))) => {
+            Some(VisitorPlace::Ticket(ticket))
+        }
+        _ => None,
+    }
 }
 
 /// A granted refresh: the re-signed token and the cookies that carry it.

@@ -93,8 +93,10 @@ pub(crate) fn place_fields(place: &PlaceStatus) -> Map<String, Value> {
     let branding = Branding::parse(&place.branding_json);
     let redirect_url =
         (place.passed && !place.redirect_url.is_empty()).then_some(place.redirect_url.as_str());
-    let scheduled = (place.state == "scheduled").then_some(Scheduled {
-        pre_queued: matches!(place.place, Some(place_status::Place::Handle(_))),
+    // A handle is pre-queued until the draw, which can land a moment after opensAt.
+    let pre_queued = matches!(place.place, Some(place_status::Place::Handle(_)));
+    let scheduled = (place.state == "scheduled" || pre_queued).then_some(Scheduled {
+        pre_queued,
         pre_count: place.pre_count,
         opens_at_ms: place.opens_at_ms,
     });

@@ -23,7 +23,7 @@ use crate::cookies::{
 };
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
-use crate::refresh::{Renewal, engine_grants_refresh, is_due};
+use crate::refresh::{Renewal, drawn_place, engine_grants_refresh, is_due};
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
 use crate::status_body::{lapsed_fields, place_fields, with_now};
 use qm_edge::AppError;
@@ -186,10 +186,15 @@ pub(crate) async fn status(
     let body = match state.engine.clone().status(request).await {
         Ok(reply) => match reply.into_inner().outcome {
             Some(place_reply::Outcome::Place(answer)) => {
-                if is_due(&place.claims, now, refresh_after_ms)
+                let drawn = drawn_place(&place.claims, &answer);
+                if (drawn.is_some() || is_due(&place.claims, now, refresh_after_ms))
                     && engine_grants_refresh(&place.claims, &answer)
                 {
-                    renewal = Renewal::issue(&state, &place.claims, &cookies, &headers, now);
+                    let claims = VisitorClaims {
+                        place: drawn.unwrap_or(place.claims.place),
+                        ..place.claims.clone()
+                    };
+                    renewal = Renewal::issue(&state, &claims, &cookies, &headers, now);
                 }
                 with_now(place_fields(&answer), answer.now_ms)
             }

@@ -516,6 +516,7 @@ impl Case<'_> {
                     claim: claim.map(|pick| self.claim(pick, side)),
                     session_hash: SESSIONS[session].to_owned(),
                     identity: IDENTITIES[identity].to_owned(),
+                    pre_queue_ceiling: None,
                 };
                 let answer = store.join(room_id, request).await;
                 outcome(&answer, |place| place_json(place, generation))
@@ -540,7 +541,7 @@ impl Case<'_> {
             }
             Op::Purge => outcome(
                 &store.purge(room_id).await,
-                |(purged, room)| json!({ "purged": purged, "room": stripped(room) }),
+                |(purged, room)| json!({ "purged": purged.total(), "preQueue": purged.pre_queue, "room": stripped(room) }),
             ),
             Op::SetRate { rate } => outcome(&store.set_rate(room_id, rate).await, stripped),
             Op::SetState { state } => outcome(&store.set_state(room_id, state).await, stripped),

@@ -5,7 +5,7 @@ use qm_core::room::{EffectiveState, RoomConfig, RoomState};
 use qm_core::{ApiError, ErrorCode};
 
 use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
-use super::place::{Claim, ClaimedPlace, LapseReason, PlaceAnswer, PlaceStatus};
+use super::place::{Claim, LapseReason, PlaceAnswer, PlaceStatus};
 use super::room::{CREDIT_CAP_SIXTIETHS, Room, TicketStatus};
 
 /// Most tickets one flush may promote.
@@ -19,8 +19,25 @@ pub struct JoinRequest {
     pub claim: Option<Claim>,
     /// Hash of the ownership cookie; empty = no holder (exempt from the identity cap).
     pub session_hash: String,
-    /// The client address that counts for `queueMaxPerIp`; empty = exempt.
+    /// The client address that counts for `queueMaxPerIp` and `preQueueMaxPerIp`; empty =
+    /// exempt.
     pub identity: String,
+    /// The pre-queue's hard ceiling (`PREQUEUE_MAX`); `None` = the default.
+    pub pre_queue_ceiling: Option<u64>,
+}
+
+/// What a purge discarded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub waiting: u64,
+    pub pre_queue: u64,
+}
+
+impl Purged {
+    /// Everything discarded: the `purged` figure of the admin answer.
+    pub fn total(self) -> u64 {
+        self.waiting + self.pre_queue
+    }
 }
 
 /// A join's answer and the event it recorded, if it minted a ticket.
@@ -44,6 +61,24 @@ impl Room {
             }
             Err(reason) => reason,
         };
+        if self.pre_queue_open(now_ms) {
+            if let Some(refusal) = self.pre_join_refusal(request) {
+                return Err(refusal);
+            }
+            let handle = self.new_handle(&mut rand::rng());
+            let record = self.pre_join(handle, request, now_ms);
+            return Ok(JoinOutcome {
+                place: self.minted_pre_queue_place(handle, replaced_reason, now_ms),
+                record: Some(record),
+            });
+        }
+        if self.draw_due(now_ms) {
+            // The store draws before it joins; reaching here means it could not yet.
+            return Err(ApiError::new(
+                ErrorCode::StorageUnavailable,
+                "the doors are opening: the pre-queue is being drawn, try again in a moment",
+            ));
+        }
         if !request.identity.is_empty()
             && let Some(cap) = self.config.queue_max_per_ip
             && self.waiting_for_identity(&request.identity) >= cap
@@ -107,6 +142,19 @@ impl Room {
         place
     }
 
+    /// The answer to a join that entered the pre-queue with `handle` (already applied).
+    pub fn minted_pre_queue_place(
+        &self,
+        handle: u64,
+        replaced_reason: Option<LapseReason>,
+        now_ms: i64,
+    ) -> PlaceStatus {
+        let mut place = self.pre_queued_place(handle, true, now_ms);
+        place.new_place = true;
+        place.replaced_reason = replaced_reason;
+        place
+    }
+
     /// The refusal of a join over `queueMaxPerIp`.
     pub fn identity_limit_error(&self) -> ApiError {
         let cap = self.config.queue_max_per_ip.unwrap_or_default();
@@ -125,15 +173,20 @@ impl Room {
         session_hash: &str,
         now_ms: i64,
     ) -> Result<PlaceStatus, LapseReason> {
-        if matches!(claim.place, ClaimedPlace::Handle(_)) {
-            // Pre-queue handles arrive with the pre-queue; until then no handle names a place.
-            return Err(LapseReason::RoomReset);
-        }
         let place = match self.status(claim, session_hash, now_ms) {
             PlaceAnswer::Place(place) => place,
             PlaceAnswer::Lapsed(reason) => return Err(reason),
         };
-        if place.ticket != 0 {
+        if let Some(handle) = place.handle {
+            let recorded = self
+                .pre_queue
+                .entry(handle)
+                .map(|entry| entry.session_hash.as_str())
+                .unwrap_or_default();
+            if !recorded.is_empty() && recorded != session_hash {
+                return Err(LapseReason::Unbound);
+            }
+        } else if place.ticket != 0 {
             let recorded = self
                 .ticket(place.ticket)
                 .map(|record| record.session_hash.as_str())
@@ -157,7 +210,10 @@ impl Room {
             None => 1,
         };
         self.carry.last_tick_second = Some(second);
-        if self.deleted || self.effective_state(now_ms) != EffectiveState::Active {
+        if self.deleted
+            || self.effective_state(now_ms) != EffectiveState::Active
+            || self.draw_due(now_ms)
+        {
             return None;
         }
         let credit = self.carry.credit_sixtieths + u64::from(self.config.rate_per_minute) * elapsed;
@@ -225,16 +281,21 @@ impl Room {
         Ok((was, self.commit(now_ms, RoomEvent::Ejected { ticket, was })))
     }
 
-    /// Discards every waiting ticket without admitting anybody. Returns how many.
-    pub fn purge(&mut self, now_ms: i64) -> (u64, Option<EventRecord>) {
-        let count = self.waiting();
-        if count == 0 {
-            return (0, None);
+    /// Discards every waiting ticket and pre-queue entry without admitting anybody. Returns
+    /// how many of each.
+    pub fn purge(&mut self, now_ms: i64) -> (Purged, Option<EventRecord>) {
+        let purged = Purged {
+            waiting: self.waiting(),
+            pre_queue: self.pre_count(),
+        };
+        if purged.waiting == 0 && purged.pre_queue == 0 {
+            return (purged, None);
         }
-        (
-            count,
-            Some(self.commit(now_ms, RoomEvent::Purged { count })),
-        )
+        let event = RoomEvent::Purged {
+            count: purged.waiting,
+            pre_queue: purged.pre_queue,
+        };
+        (purged, Some(self.commit(now_ms, event)))
     }
 
     pub fn set_rate(&mut self, rate_per_minute: u32, now_ms: i64) -> EventRecord {

@@ -53,9 +53,24 @@ pub enum RoomEvent {
         ticket: u64,
         was: EjectedFrom,
     },
-    /// Every waiting ticket was discarded without admitting anybody.
+    /// Every waiting ticket and pre-queue entry was discarded without admitting anybody
+    /// (`count` waiting tickets, `pre_queue` entries).
     Purged {
         count: u64,
+        #[serde(default)]
+        pre_queue: u64,
+    },
+    /// A join before opensAt entered the pre-queue under an opaque handle.
+    PreJoined {
+        handle: u64,
+        session_hash: String,
+        identity: String,
+    },
+    /// The doors opened: the pre-queue's handles in drawn order took tickets
+    /// `first_ticket..first_ticket + order.len()`. Replaying this restores the draw.
+    Drawn {
+        first_ticket: u64,
+        order: Vec<u64>,
     },
     RateSet {
         rate_per_minute: u32,
@@ -82,6 +97,8 @@ impl RoomEvent {
             RoomEvent::Passed { .. } => "passed",
             RoomEvent::Ejected { .. } => "ejected",
             RoomEvent::Purged { .. } => "purged",
+            RoomEvent::PreJoined { .. } => "pre_joined",
+            RoomEvent::Drawn { .. } => "drawn",
             RoomEvent::RateSet { .. } => "rate_set",
             RoomEvent::StateSet { .. } => "state_set",
             RoomEvent::Scheduled { .. } => "scheduled",

@@ -5,6 +5,7 @@
 mod commands;
 mod event;
 mod place;
+mod prequeue;
 mod room;
 mod summary;
 
@@ -13,10 +14,14 @@ mod proptests;
 #[cfg(test)]
 mod tests;
 
-pub use commands::{JoinOutcome, JoinRequest, MAX_FLUSH, check_flush_count, ticket_not_found};
+pub use commands::{
+    JoinOutcome, JoinRequest, MAX_FLUSH, Purged, check_flush_count, ticket_not_found,
+};
 pub use event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 pub use place::{
     CheckAction, CheckAnswer, Claim, ClaimedPlace, LapseReason, PlaceAnswer, PlaceStatus,
 };
+pub use prequeue::DEFAULT_PRE_QUEUE_CEILING;
+pub(crate) use prequeue::pre_queue_full;
 pub use room::{ApplyError, Room, TicketStatus};
 pub use summary::LiveStats;

@@ -5,6 +5,7 @@
 use qm_core::eta::{wait_after_opening, wait_for_position};
 use qm_core::room::{EffectiveState, RoomState};
 
+use super::prequeue::HandleStatus;
 use super::room::{Room, TicketStatus};
 
 /// A place a verified token claims.
@@ -18,7 +19,7 @@ pub struct Claim {
 pub enum ClaimedPlace {
     /// A ticket number; 0 is a bypass pass.
     Ticket(u64),
-    /// A pre-queue handle (not honoured until the pre-queue exists).
+    /// A pre-queue handle: exchanged for its drawn ticket once the doors open.
     Handle(u64),
 }
 
@@ -52,7 +53,12 @@ impl LapseReason {
 pub struct PlaceStatus {
     pub room_id: String,
     pub generation: u64,
+    /// The ticket (0 for a bypass pass and for a pre-queue entry).
     pub ticket: u64,
+    /// A pre-queue entry's handle, while it waits for the draw.
+    pub handle: Option<u64>,
+    /// Entries in the room's pre-queue.
+    pub pre_count: u64,
     /// 1-based; `None` once passed.
     pub position: Option<u64>,
     pub ahead: Option<u64>,
@@ -110,10 +116,23 @@ pub struct CheckAnswer {
 impl Room {
     /// The status of a claimed place, or why it lapsed. `session_hash` only decides `bound`.
     pub fn status(&self, claim: &Claim, session_hash: &str, now_ms: i64) -> PlaceAnswer {
-        let ClaimedPlace::Ticket(ticket) = claim.place else {
+        if claim.generation != self.generation {
             return PlaceAnswer::Lapsed(LapseReason::RoomReset);
+        }
+        let ticket = match claim.place {
+            ClaimedPlace::Ticket(ticket) => ticket,
+            ClaimedPlace::Handle(handle) => match self.pre_queue.handle_status(handle) {
+                HandleStatus::Drawn(ticket) => ticket,
+                HandleStatus::Lapsed(reason) => return PlaceAnswer::Lapsed(reason),
+                HandleStatus::Waiting => {
+                    let bound = self.pre_queue.entry(handle).is_some_and(|entry| {
+                        !entry.session_hash.is_empty() && entry.session_hash == session_hash
+                    });
+                    return PlaceAnswer::Place(self.pre_queued_place(handle, bound, now_ms));
+                }
+            },
         };
-        if claim.generation != self.generation || ticket >= self.next_ticket {
+        if ticket >= self.next_ticket {
             return PlaceAnswer::Lapsed(LapseReason::RoomReset);
         }
         let state = self.effective_state(now_ms);
@@ -181,6 +200,8 @@ impl Room {
             room_id: self.config.id.clone(),
             generation: self.generation,
             ticket,
+            handle: None,
+            pre_count: self.pre_count(),
             position: None,
             ahead: None,
             eta_sec: None,

@@ -10,6 +10,7 @@ use std::collections::{HashMap, VecDeque};
 use qm_core::room::{EffectiveState, RoomConfig};
 
 use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
+use super::prequeue::PreQueue;
 
 /// Longest `passedTtlSec`: passes older than this can never hold a slot again, so they are
 /// dropped from the live-pass list.
@@ -92,6 +93,8 @@ pub struct Room {
     pub(crate) passes: VecDeque<LivePass>,
     /// Waiting tickets per non-empty identity, for `queueMaxPerIp`.
     pub(crate) waiting_by_identity: HashMap<String, u32>,
+    /// The scheduled drop's pre-queue, and the tickets its handles drew.
+    pub(crate) pre_queue: PreQueue,
     pub(crate) carry: OutflowCarry,
     recent_passes: [SecondCount; PASS_WINDOW_SECONDS],
     pub(crate) passed_total: u64,
@@ -117,6 +120,7 @@ impl Room {
             tickets: Vec::new(),
             passes: VecDeque::new(),
             waiting_by_identity: HashMap::new(),
+            pre_queue: PreQueue::default(),
             carry: OutflowCarry::default(),
             recent_passes: [SecondCount::default(); PASS_WINDOW_SECONDS],
             passed_total: 0,
@@ -226,7 +230,17 @@ impl Room {
                 }
             }
             RoomEvent::Ejected { ticket, was } => self.apply_ejected(*ticket, *was),
+            RoomEvent::PreJoined {
+                handle,
+                session_hash,
+                identity,
+            } => self.apply_pre_joined(*handle, session_hash, identity),
+            RoomEvent::Drawn {
+                first_ticket,
+                order,
+            } => self.apply_drawn(*first_ticket, order, at_ms),
             RoomEvent::Purged { .. } => {
+                self.apply_pre_queue_purged();
                 for ticket in self.head..self.next_ticket {
                     if let Some(record) = self.ticket_mut(ticket)
                         && record.status == TicketStatus::Waiting

@@ -92,7 +92,7 @@ impl Room {
             "seq": self.seq,
             "createdAt": self.created_at_ms,
             "updatedAt": self.updated_at_ms,
-            "preQueue": 0,
+            "preQueue": self.pre_count(),
             "waiting": stats.waiting,
             "passedLastMin": stats.passed_last_min,
             "oldestWaitSec": stats.oldest_wait_sec,

@@ -24,6 +24,7 @@ fn join(room: &mut Room, session: &str, at: i64) -> PlaceStatus {
         claim: None,
         session_hash: session.to_owned(),
         identity: String::new(),
+        ..JoinRequest::default()
     };
     room.join(&request, at).expect("join").place
 }
@@ -168,11 +169,25 @@ fn paused_and_scheduled_rooms_admit_nobody() {
     assert_eq!(passed_by_tick(&mut paused, T0 + 2000), 1);
 
     let mut scheduled = room_with(json!({"opensAt": T0 + 10_000}));
-    let waiting = join(&mut scheduled, "", T0);
-    assert_eq!(waiting.ticket, 1, "joins take tickets before opensAt");
-    assert_eq!(waiting.state.as_str(), "scheduled");
+    let entry = join(&mut scheduled, "", T0);
+    assert_eq!(
+        (entry.ticket, entry.handle.is_some(), entry.position),
+        (0, true, None),
+        "a join before opensAt enters the pre-queue"
+    );
+    assert_eq!(entry.state.as_str(), "scheduled");
     assert_eq!(passed_by_tick(&mut scheduled, T0 + 5000), 0);
-    assert_eq!(passed_by_tick(&mut scheduled, T0 + 10_000), 1);
+    assert_eq!(
+        passed_by_tick(&mut scheduled, T0 + 10_000),
+        0,
+        "nobody passes before the draw"
+    );
+    assert!(
+        scheduled
+            .draw_if_due(&mut rand::rng(), T0 + 10_000)
+            .is_some()
+    );
+    assert_eq!(passed_by_tick(&mut scheduled, T0 + 11_000), 1);
 }
 
 #[test]
@@ -217,6 +232,7 @@ fn join_keeps_a_bound_claim_and_replaces_the_rest() {
         claim: Some(claim(1)),
         session_hash: "owner".into(),
         identity: String::new(),
+        ..JoinRequest::default()
     };
     let kept = room.join(&keep, T0 + 1).expect("join").place;
     assert_eq!((kept.ticket, kept.new_place, kept.bound), (1, false, true));
@@ -225,6 +241,7 @@ fn join_keeps_a_bound_claim_and_replaces_the_rest() {
         claim: Some(claim(1)),
         session_hash: "thief".into(),
         identity: String::new(),
+        ..JoinRequest::default()
     };
     let fresh = room.join(&thief, T0 + 2).expect("join").place;
     assert_eq!(
@@ -282,6 +299,7 @@ fn queue_max_per_ip_caps_waiting_places_per_identity() {
         claim: None,
         session_hash: "s".into(),
         identity: identity.into(),
+        ..JoinRequest::default()
     };
     room.join(&from("10.0.0.1"), T0).expect("first");
     room.join(&from("10.0.0.1"), T0).expect("second");
@@ -372,17 +390,20 @@ fn purge_discards_the_line_without_passes() {
     for _ in 0..5 {
         join(&mut room, "", T0);
     }
-    let (count, record) = room.purge(T0 + 1);
-    assert_eq!(count, 5);
+    let (purged, record) = room.purge(T0 + 1);
+    assert_eq!(purged.total(), 5);
     assert!(matches!(
         record.map(|record| record.event),
-        Some(RoomEvent::Purged { count: 5 })
+        Some(RoomEvent::Purged {
+            count: 5,
+            pre_queue: 0
+        })
     ));
     assert_eq!(
         (room.waiting(), room.passed_total(), room.head()),
         (0, 0, 6)
     );
-    assert_eq!(room.purge(T0 + 2), (0, None));
+    assert_eq!(room.purge(T0 + 2), (Purged::default(), None));
     assert_eq!(join(&mut room, "", T0 + 3).position, Some(1));
 }
 
@@ -463,10 +484,15 @@ fn estimated_wait_follows_the_contract() {
     room.set_state(RoomState::Bypass, T0);
     assert_eq!(estimate(&room, T0), (Some(0), false));
 
-    let mut scheduled = room_with(json!({"ratePerMinute": 60, "opensAt": T0 + 30_000}));
+    // Six tickets held before the drop was scheduled, and a pre-queue the draw will place.
+    let mut scheduled = room_with(json!({"ratePerMinute": 60}));
     for _ in 0..6 {
         join(&mut scheduled, "", T0);
     }
+    let mut config = scheduled.config().clone();
+    config.opens_at = Some(T0 + 30_000);
+    scheduled.schedule(&config, T0);
+    join(&mut scheduled, "", T0);
     assert_eq!(
         estimate(&scheduled, T0),
         (Some(36), true),
@@ -512,6 +538,7 @@ fn replay_rebuilds_the_same_room_and_refuses_gaps() {
             claim: None,
             session_hash: format!("s{index}"),
             identity: format!("ip{index}"),
+            ..JoinRequest::default()
         };
         records.extend(room.join(&request, T0 + index).expect("join").record);
     }

@@ -14,6 +14,7 @@
 mod committer;
 pub mod journal;
 mod replicas;
+mod scheduled;
 mod valkey;
 
 use std::collections::HashSet;
@@ -37,13 +38,15 @@ use self::replicas::{Replica, Replicas, Trouble, lock};
 use self::valkey::Valkey;
 use crate::domain::{
     CheckAnswer, Claim, ClaimedPlace, EjectedFrom, EventRecord, JoinRequest, LapseReason, PassedBy,
-    PlaceAnswer, PlaceStatus, Room, RoomEvent, check_flush_count, ticket_not_found,
+    PlaceAnswer, PlaceStatus, Purged, Room, RoomEvent, check_flush_count, ticket_not_found,
 };
 use crate::store::{PutOutcome, RoomJson, RoomWatch, Store, StoreFuture};
 use crate::view::room_info;
 
 /// How long a room's outflow lease lasts without renewal: a dead holder's rooms move to
 /// another engine within this.
+/// Joins retried when the doors open under them (a pre-queue that closed, a draw still due).
+const JOIN_ATTEMPTS: usize = 4;
 const LEASE: Duration = Duration::from_secs(3);
 /// Longest a Valkey command may take before the call answers 503.
 const VALKEY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -293,6 +296,16 @@ fn fold(records: &[EventRecord]) -> Folded {
     Folded {
         room: Some(room),
         broken: None,
+    }
+}
+
+/// Whether `claim` names a place this replica has not heard of yet (made through another
+/// engine): then the replica catches up from the journal before answering.
+fn claims_unknown_place(room: &Room, claim: Option<&Claim>) -> bool {
+    match claim.map(|claim| claim.place) {
+        Some(ClaimedPlace::Ticket(ticket)) => ticket >= room.next_ticket(),
+        Some(ClaimedPlace::Handle(handle)) => !room.knows_handle(handle),
+        None => false,
     }
 }
 
@@ -587,36 +600,56 @@ impl DurableStore {
 
     async fn join_now(&self, room_id: &str, request: JoinRequest) -> Result<PlaceStatus, ApiError> {
         let replica = self.serviceable(room_id)?;
-        if let Some(ClaimedPlace::Ticket(ticket)) = request.claim.as_ref().map(|claim| claim.place)
-            && ticket >= replica.read(Room::next_ticket)
-        {
+        if replica.read(|room| claims_unknown_place(room, request.claim.as_ref())) {
             self.shared.catch_up(room_id).await;
         }
-        let now = now_ms();
-        let replaced = match replica.read(|room| room.join_without_minting(&request, now)) {
-            Ok(place) => return Ok(place),
-            Err(replaced) => replaced,
-        };
-        let reply = self.guard(
-            room_id,
-            self.shared
-                .valkey
-                .join(room_id, now, &request.identity)
-                .await,
-        )?;
-        match reply.status {
-            valkey::IDENTITY_LIMIT => return Err(replica.read(Room::identity_limit_error)),
-            valkey::BYPASS => return Ok(replica.read(|room| room.bypass_place(replaced, now))),
-            _ => {}
+        // The doors can open between the replica's answer and Valkey's: each such refusal
+        // (a pre-queue that closed, a draw still due) is settled and the join tried again.
+        for _ in 0..JOIN_ATTEMPTS {
+            let now = now_ms();
+            let replaced = match replica.read(|room| room.join_without_minting(&request, now)) {
+                Ok(place) => return Ok(place),
+                Err(replaced) => replaced,
+            };
+            if replica.read(|room| room.pre_queue_open(now)) {
+                match self.pre_join_now(&replica, &request, replaced, now).await? {
+                    Some(place) => return Ok(place),
+                    None => continue,
+                }
+            }
+            if replica.read(|room| room.draw_due(now)) {
+                self.draw_now(&replica, now).await?;
+                continue;
+            }
+            let reply = self.guard(
+                room_id,
+                self.shared
+                    .valkey
+                    .join(room_id, now, &request.identity)
+                    .await,
+            )?;
+            match reply.status {
+                valkey::IDENTITY_LIMIT => return Err(replica.read(Room::identity_limit_error)),
+                valkey::BYPASS => return Ok(replica.read(|room| room.bypass_place(replaced, now))),
+                valkey::DOORS_SHUT | valkey::DRAW_PENDING => {
+                    // This replica is behind Valkey on the schedule or the pre-queue.
+                    self.shared.catch_up(room_id).await;
+                    continue;
+                }
+                _ => {}
+            }
+            let ticket = reply.value(0);
+            let event = RoomEvent::Joined {
+                ticket,
+                session_hash: request.session_hash.clone(),
+                identity: request.identity.clone(),
+            };
+            self.record(room_id, reply.status, now, event).await?;
+            return Ok(replica.read(|room| room.minted_place(ticket, &request, replaced, now_ms())));
         }
-        let ticket = reply.value(0);
-        let event = RoomEvent::Joined {
-            ticket,
-            session_hash: request.session_hash.clone(),
-            identity: request.identity.clone(),
-        };
-        self.record(room_id, reply.status, now, event).await?;
-        Ok(replica.read(|room| room.minted_place(ticket, &request, replaced, now_ms())))
+        Err(unavailable(
+            "the doors are opening: the pre-queue is being drawn, try again in a moment",
+        ))
     }
 
     async fn status_now(
@@ -629,9 +662,7 @@ impl DurableStore {
             return Ok(PlaceAnswer::Lapsed(LapseReason::RoomReset));
         };
         refuse_if_troubled(&replica)?;
-        if let ClaimedPlace::Ticket(ticket) = claim.place
-            && ticket >= replica.read(Room::next_ticket)
-        {
+        if replica.read(|room| claims_unknown_place(room, Some(&claim))) {
             self.shared.catch_up(room_id).await;
         }
         Ok(replica.read(|room| {
@@ -659,20 +690,16 @@ impl DurableStore {
         Ok(Some(replica.read(|room| room.check(claim, now_ms()))))
     }
 
-    /// Runs a one-field change (`rate`, `state`, `opens`) and journals its event.
-    async fn set_field(
+    /// Runs a change of meta fields (`rate`, `state`, `opens`, `pqmax`) and journals its event.
+    async fn set_fields(
         &self,
         room_id: &str,
-        field: &str,
-        value: String,
+        fields: &[(&str, String)],
         event: RoomEvent,
     ) -> Result<RoomJson, ApiError> {
         self.serviceable(room_id)?;
         let now = now_ms();
-        let reply = self.guard(
-            room_id,
-            self.shared.valkey.set(room_id, now, field, value).await,
-        )?;
+        let reply = self.guard(room_id, self.shared.valkey.set(room_id, now, fields).await)?;
         self.record(room_id, reply.status, now, event).await?;
         self.admin_json(room_id)
     }
@@ -724,17 +751,23 @@ impl DurableStore {
         Ok((was, self.admin_json(room_id)?))
     }
 
-    async fn purge_now(&self, room_id: &str) -> Result<(u64, RoomJson), ApiError> {
+    async fn purge_now(&self, room_id: &str) -> Result<(Purged, RoomJson), ApiError> {
         self.serviceable(room_id)?;
         let now = now_ms();
         let reply = self.guard(room_id, self.shared.valkey.purge(room_id, now).await)?;
         if reply.status == 0 {
-            return Ok((0, self.admin_json(room_id)?));
+            return Ok((Purged::default(), self.admin_json(room_id)?));
         }
-        let count = reply.value(0);
-        self.record(room_id, reply.status, now, RoomEvent::Purged { count })
-            .await?;
-        Ok((count, self.admin_json(room_id)?))
+        let purged = Purged {
+            waiting: reply.value(0),
+            pre_queue: reply.value(1),
+        };
+        let event = RoomEvent::Purged {
+            count: purged.waiting,
+            pre_queue: purged.pre_queue,
+        };
+        self.record(room_id, reply.status, now, event).await?;
+        Ok((purged, self.admin_json(room_id)?))
     }
 
     /// One outflow slice of one room, if this engine holds its lease.
@@ -742,6 +775,12 @@ impl DurableStore {
         replica.publish_if_state_changed(now);
         let room_id = replica.read(|room| room.room_id().to_owned());
         if replica.read(Room::is_deleted) || replica.trouble().is_some() {
+            return;
+        }
+        if replica.read(|room| room.draw_due(now)) {
+            if let Err(error) = self.draw_now(&replica, now).await {
+                tracing::warn!(room_id, error = %error.message, "the pre-queue draw did not land; retrying next second");
+            }
             return;
         }
         let result = self
@@ -965,10 +1004,9 @@ impl Store for DurableStore {
 
     fn set_state(&self, room_id: String, state: RoomState) -> StoreFuture<'_, RoomJson> {
         Box::pin(async move {
-            self.set_field(
+            self.set_fields(
                 &room_id,
-                "state",
-                state.as_str().to_owned(),
+                &[("state", state.as_str().to_owned())],
                 RoomEvent::StateSet { state },
             )
             .await
@@ -979,10 +1017,9 @@ impl Store for DurableStore {
         Box::pin(async move {
             self.serviceable(&room_id)?;
             let rate_per_minute = check_rate(u64::from(rate_per_minute))?;
-            self.set_field(
+            self.set_fields(
                 &room_id,
-                "rate",
-                rate_per_minute.to_string(),
+                &[("rate", rate_per_minute.to_string())],
                 RoomEvent::RateSet { rate_per_minute },
             )
             .await
@@ -1005,7 +1042,9 @@ impl Store for DurableStore {
                 .opens_at
                 .map(|at| at.to_string())
                 .unwrap_or_default();
-            self.set_field(&room_id, "opens", opens, event).await
+            let pqmax = valkey::pre_queue_cap_arg(scheduled.pre_queue_max_per_ip);
+            self.set_fields(&room_id, &[("opens", opens), ("pqmax", pqmax)], event)
+                .await
         })
     }
 
@@ -1013,7 +1052,7 @@ impl Store for DurableStore {
         Box::pin(async move { self.eject_now(&room_id, ticket).await })
     }
 
-    fn purge(&self, room_id: String) -> StoreFuture<'_, (u64, RoomJson)> {
+    fn purge(&self, room_id: String) -> StoreFuture<'_, (Purged, RoomJson)> {
         Box::pin(async move { self.purge_now(&room_id).await })
     }
 

@@ -7,6 +7,8 @@
 --   KEYS[4] t  hash: waiting ticket -> identity (only tickets with an identity)
 --   KEYS[5] i  hash: identity -> waiting tickets
 --   KEYS[6] l  string: the engine holding the room's outflow lease
+--   KEYS[7] q  hash: pre-queue handle -> identity ('' = none), until the draw
+--   KEYS[8] qi hash: identity -> pre-queue entries
 -- The engine's Rust domain (engine/src/domain) is the reference: these functions make the same
 -- decisions and the engine builds the same event records from their replies.
 --
@@ -15,7 +17,10 @@
 --   -1 another engine holds the lease   -2 the room is held for a rebuild
 --   -3 the room is missing from Valkey   -4 no such room (deleted)
 --   -5 identity cap reached              -6 the room is in bypass
---   -7 the room already exists
+--   -7 the room already exists          -8 the pre-queue is at its ceiling
+--   -9 the handle is already taken       -10 the doors are open (no pre-queue)
+--   -11 the pre-queue awaits its draw    -12 the draw was built on a stale room
+--   -13 the doors are still shut (join the pre-queue)
 -- Every check happens before the first write: a script is atomic but not all-or-nothing.
 
 local MAX_PASS_TTL_MS = 86400000
@@ -105,25 +110,26 @@ local function promote(keys, room, admit, now)
 end
 
 local function set_config(keys, args)
-  -- args: state rate opens maxc ttl qmax (from index 2)
+  -- args: state rate opens maxc ttl qmax pqmax (from index 2)
   redis.call('HSET', keys[1], 'state', args[2], 'rate', args[3], 'opens', args[4],
-    'maxc', args[5], 'ttl', args[6], 'qmax', args[7])
+    'maxc', args[5], 'ttl', args[6], 'qmax', args[7], 'pqmax', args[8])
 end
 
--- ARGV: now gen state rate opens maxc ttl qmax. Starts a fresh line; seq continues the id's.
+-- ARGV: now gen state rate opens maxc ttl qmax pqmax. Starts a fresh line; seq continues the
+-- id's.
 local function create(keys, args)
   local f = redis.call('HMGET', keys[1], 'seq', 'exists', 'hold')
   if f[3] == '1' then return { -2 } end
   if f[2] == '1' then return { -7 } end
   local seq = (num(f[1]) or 0) + 1
-  redis.call('DEL', keys[1], keys[2], keys[3], keys[4], keys[5], keys[6])
+  redis.call('DEL', keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8])
   redis.call('HSET', keys[1], 'seq', seq, 'gen', args[2], 'exists', '1', 'next', 1, 'head', 1,
     'credit', 0, 'lastsec', '')
-  set_config(keys, { args[1], args[3], args[4], args[5], args[6], args[7], args[8] })
+  set_config(keys, { args[1], args[3], args[4], args[5], args[6], args[7], args[8], args[9] })
   return { seq }
 end
 
--- ARGV: now state rate opens maxc ttl qmax.
+-- ARGV: now state rate opens maxc ttl qmax pqmax.
 local function update(keys, args)
   local room, status = live(keys)
   if status then return { status } end
@@ -136,7 +142,10 @@ local function join(keys, args)
   local room, status = live(keys)
   if status then return { status } end
   local now = tonumber(args[1])
-  if effective_state(keys, now) == 'bypass' then return { -6 } end
+  local state = effective_state(keys, now)
+  if state == 'scheduled' then return { -13 } end
+  if redis.call('EXISTS', keys[7]) == 1 then return { -11 } end
+  if state == 'bypass' then return { -6 } end
   local identity = args[2]
   if identity ~= '' then
     local cap = num(redis.call('HGET', keys[1], 'qmax'))
@@ -174,6 +183,8 @@ local function tick(keys, args)
   end
   redis.call('HSET', keys[1], 'lastsec', second)
   if effective_state(keys, now) ~= 'active' then return { 0 } end
+  -- Nobody passes before the pre-queue is drawn into the line.
+  if redis.call('EXISTS', keys[7]) == 1 then return { 0 } end
   local credit = (num(f[2]) or 0) + tonumber(f[3]) * elapsed
   local admit = math.min(math.floor(credit / 60), waiting(keys, room))
   local max_concurrent = num(f[4])
@@ -223,39 +234,89 @@ local function eject(keys, args)
   return { 0 }
 end
 
--- ARGV: now. Answers { seq, count }.
+-- ARGV: now. Answers { seq, waiting count, pre-queue count }.
 local function purge(keys, args)
   local room, status = live(keys)
   if status then return { status } end
   local count = waiting(keys, room)
-  if count <= 0 then return { 0 } end
-  redis.call('DEL', keys[2], keys[4], keys[5])
+  local pre = redis.call('HLEN', keys[7])
+  if count <= 0 and pre <= 0 then return { 0 } end
+  redis.call('DEL', keys[2], keys[4], keys[5], keys[7], keys[8])
   redis.call('HSET', keys[1], 'head', room.next)
-  return { bump(keys, room), count }
+  return { bump(keys, room), count, pre }
 end
 
--- ARGV: now field value (rate, state or opens).
+-- ARGV: now field value [field value ...] (rate, state, opens, pqmax).
 local function set_field(keys, args)
   local room, status = live(keys)
   if status then return { status } end
-  redis.call('HSET', keys[1], args[2], args[3])
+  for index = 2, #args, 2 do
+    redis.call('HSET', keys[1], args[index], args[index + 1])
+  end
   return { bump(keys, room) }
+end
+
+-- ARGV: now handle identity ceiling. A join before opensAt: enters the pre-queue.
+local function prejoin(keys, args)
+  local room, status = live(keys)
+  if status then return { status } end
+  local now, handle, identity, ceiling = tonumber(args[1]), args[2], args[3], tonumber(args[4])
+  if effective_state(keys, now) ~= 'scheduled' then return { -10 } end
+  if redis.call('HEXISTS', keys[7], handle) == 1 then return { -9 } end
+  if redis.call('HLEN', keys[7]) >= ceiling then return { -8 } end
+  if identity ~= '' then
+    local cap = num(redis.call('HGET', keys[1], 'pqmax'))
+    if cap and (num(redis.call('HGET', keys[8], identity)) or 0) >= cap then return { -5 } end
+  end
+  redis.call('HSET', keys[7], handle, identity)
+  if identity ~= '' then redis.call('HINCRBY', keys[8], identity, 1) end
+  return { bump(keys, room) }
+end
+
+-- ARGV: now seq handle... The draw, built by an engine from its replica at `seq` (the
+-- permutation needs a crypto-grade source Lua lacks): the handles in drawn order take the next
+-- tickets. Refused as stale unless the room is still at `seq` with exactly these entries, so two
+-- engines drawing at once cannot both land. Answers { seq, first ticket }.
+local function draw(keys, args)
+  local room, status = live(keys)
+  if status then return { status } end
+  local now, expected = tonumber(args[1]), tonumber(args[2])
+  if effective_state(keys, now) == 'scheduled' then return { 0 } end
+  local count = #args - 2
+  if room.seq ~= expected or redis.call('HLEN', keys[7]) ~= count then return { -12 } end
+  local identities = {}
+  for index = 3, #args do
+    local identity = redis.call('HGET', keys[7], args[index])
+    if not identity then return { -12 } end
+    identities[index - 2] = identity
+  end
+  local first = room.next
+  for index = 1, count do
+    local identity = identities[index]
+    if identity ~= '' then
+      redis.call('HSET', keys[4], first + index - 1, identity)
+      redis.call('HINCRBY', keys[5], identity, 1)
+    end
+  end
+  redis.call('HSET', keys[1], 'next', first + count)
+  redis.call('DEL', keys[7], keys[8])
+  return { bump(keys, room), first }
 end
 
 local function delete(keys, args)
   local room, status = live(keys)
   if status then return { status } end
-  redis.call('DEL', keys[2], keys[3], keys[4], keys[5], keys[6])
+  redis.call('DEL', keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8])
   redis.call('HSET', keys[1], 'exists', '0')
   return { bump(keys, room) }
 end
 
 -- ARGV: JSON {meta = {field = value...}, holes = [t...], passes = [[t, at]...],
--- identities = [[t, identity]...]}. Replaces the room with a state rebuilt from the journal
+-- identities = [[t, identity]...], prequeue = [[handle, identity]...]}. Replaces the room with a state rebuilt from the journal
 -- and lifts the hold.
 local function restore(keys, args)
   local state = cjson.decode(args[1])
-  redis.call('DEL', keys[1], keys[2], keys[3], keys[4], keys[5])
+  redis.call('DEL', keys[1], keys[2], keys[3], keys[4], keys[5], keys[7], keys[8])
   local meta = {}
   for field, value in pairs(state.meta) do
     meta[#meta + 1] = field
@@ -267,6 +328,10 @@ local function restore(keys, args)
   for _, entry in ipairs(state.identities) do
     redis.call('HSET', keys[4], entry[1], entry[2])
     redis.call('HINCRBY', keys[5], entry[2], 1)
+  end
+  for _, entry in ipairs(state.prequeue or {}) do
+    redis.call('HSET', keys[7], tostring(entry[1]), entry[2])
+    if entry[2] ~= '' then redis.call('HINCRBY', keys[8], entry[2], 1) end
   end
   return { tonumber(state.meta.seq) }
 end
@@ -281,3 +346,5 @@ redis.register_function('qm_purge', purge)
 redis.register_function('qm_set', set_field)
 redis.register_function('qm_delete', delete)
 redis.register_function('qm_restore', restore)
+redis.register_function('qm_prejoin', prejoin)
+redis.register_function('qm_draw', draw)

@@ -38,10 +38,16 @@ pub(crate) const NO_ROOM: i64 = -4;
 pub(crate) const IDENTITY_LIMIT: i64 = -5;
 pub(crate) const BYPASS: i64 = -6;
 pub(crate) const EXISTS: i64 = -7;
+pub(crate) const PRE_QUEUE_FULL: i64 = -8;
+pub(crate) const HANDLE_TAKEN: i64 = -9;
+pub(crate) const DOORS_OPEN: i64 = -10;
+pub(crate) const DRAW_PENDING: i64 = -11;
+pub(crate) const STALE_DRAW: i64 = -12;
+pub(crate) const DOORS_SHUT: i64 = -13;
 
 /// The keys of one room, in the order `qm.lua` expects them.
 fn keys(room_id: &str) -> Vec<String> {
-    ["m", "h", "p", "t", "i", "l"]
+    ["m", "h", "p", "t", "i", "l", "q", "qi"]
         .iter()
         .map(|suffix| format!("qm:{{{room_id}}}:{suffix}"))
         .collect()
@@ -49,7 +55,7 @@ fn keys(room_id: &str) -> Vec<String> {
 
 /// The room facts the functions decide by, as function arguments:
 /// state rate opens maxc ttl qmax.
-pub(crate) fn config_args(config: &RoomConfig) -> [String; 6] {
+pub(crate) fn config_args(config: &RoomConfig) -> [String; 7] {
     [
         config.state.as_str().to_owned(),
         config.rate_per_minute.to_string(),
@@ -63,7 +69,13 @@ pub(crate) fn config_args(config: &RoomConfig) -> [String; 6] {
             .queue_max_per_ip
             .map(|cap| cap.to_string())
             .unwrap_or_default(),
+        pre_queue_cap_arg(config.pre_queue_max_per_ip),
     ]
+}
+
+/// `preQueueMaxPerIp` as the `pqmax` field ('' = unlimited).
+pub(crate) fn pre_queue_cap_arg(cap: Option<u32>) -> String {
+    cap.map(|cap| cap.to_string()).unwrap_or_default()
 }
 
 #[derive(Clone)]
@@ -200,19 +212,51 @@ impl Valkey {
     }
 
     /// Sets one decision field (`rate`, `state` or `opens`) and records an event.
+    /// Sets meta fields (`rate`, `state`, `opens`, `pqmax`) in one recorded change.
     pub(crate) async fn set(
         &self,
         room_id: &str,
         now_ms: i64,
-        field: &str,
-        value: String,
+        fields: &[(&str, String)],
     ) -> Result<Reply, Error> {
-        self.call(
-            "qm_set",
-            room_id,
-            vec![now_ms.to_string(), field.to_owned(), value],
-        )
-        .await
+        let mut args = vec![now_ms.to_string()];
+        for (field, value) in fields {
+            args.push((*field).to_owned());
+            args.push(value.clone());
+        }
+        self.call("qm_set", room_id, args).await
+    }
+
+    pub(crate) async fn prejoin(
+        &self,
+        room_id: &str,
+        now_ms: i64,
+        handle: u64,
+        identity: &str,
+        ceiling: u64,
+    ) -> Result<Reply, Error> {
+        let args = vec![
+            now_ms.to_string(),
+            handle.to_string(),
+            identity.to_owned(),
+            ceiling.to_string(),
+        ];
+        self.call("qm_prejoin", room_id, args).await
+    }
+
+    /// Lands a draw built from a replica at `seq`; answers `{seq, first ticket}` or a status.
+    pub(crate) async fn draw(
+        &self,
+        room_id: &str,
+        now_ms: i64,
+        seq: u64,
+        order: &[u64],
+    ) -> Result<Reply, Error> {
+        let mut args = Vec::with_capacity(order.len() + 2);
+        args.push(now_ms.to_string());
+        args.push(seq.to_string());
+        args.extend(order.iter().map(u64::to_string));
+        self.call("qm_draw", room_id, args).await
     }
 
     pub(crate) async fn delete(&self, room_id: &str, now_ms: i64) -> Result<Reply, Error> {
@@ -271,7 +315,7 @@ impl Valkey {
 /// journal.
 fn restore_state(room: &Room) -> serde_json::Value {
     let config = room.config();
-    let [state, rate, opens, maxc, ttl, qmax] = config_args(config);
+    let [state, rate, opens, maxc, ttl, qmax, pqmax] = config_args(config);
     let identities: Vec<serde_json::Value> = (room.head..room.next_ticket)
         .filter_map(|ticket| {
             let record = room.ticket(ticket)?;
@@ -292,11 +336,19 @@ fn restore_state(room: &Room) -> serde_json::Value {
             "next": room.next_ticket,
             "head": room.head,
             "state": state, "rate": rate, "opens": opens, "maxc": maxc, "ttl": ttl, "qmax": qmax,
+            "pqmax": pqmax,
             "credit": room.carry.credit_sixtieths,
             "lastsec": "",
         },
         "holes": room.holes,
         "passes": passes,
         "identities": identities,
+        // Handles as strings: Lua numbers print large integers in exponent form.
+        "prequeue": room
+            .pre_queue
+            .entries
+            .iter()
+            .map(|entry| serde_json::json!([entry.handle.to_string(), entry.identity]))
+            .collect::<Vec<_>>(),
     })
 }

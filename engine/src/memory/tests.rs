@@ -15,6 +15,7 @@ fn visitor(session: &str) -> JoinRequest {
         claim: None,
         session_hash: session.to_owned(),
         identity: String::new(),
+        ..JoinRequest::default()
     }
 }
 
@@ -207,7 +208,11 @@ async fn operator_controls() {
     );
     let (purged, room) = store.purge("r".into()).await.expect("purge");
     assert_eq!(
-        (purged, room["waiting"].clone(), room["passedTotal"].clone()),
+        (
+            purged.total(),
+            room["waiting"].clone(),
+            room["passedTotal"].clone()
+        ),
         (3, json!(0), json!(1))
     );
 }

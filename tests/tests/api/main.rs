@@ -5,6 +5,7 @@
 mod admin_rooms;
 mod burst;
 mod check;
+mod drop;
 mod events;
 mod health;
 mod identity;
@@ -23,6 +24,16 @@ pub(crate) fn token_ticket(token: &str) -> Option<u64> {
         .ok()?;
     let value: serde_json::Value = serde_json::from_slice(&json).ok()?;
     value["n"].as_u64()
+}
+
+/// The pre-queue handle `q` a visitor token carries, read without verifying.
+pub(crate) fn token_handle(token: &str) -> Option<u64> {
+    let payload = token.split('.').next()?;
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    value["q"].as_u64()
 }
 
 /// The generation `g` a visitor token carries.

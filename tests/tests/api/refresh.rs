@@ -34,12 +34,16 @@ fn payload(token: &str) -> Value {
     serde_json::from_slice(&json).expect("token payload is JSON")
 }
 
-/// The place a token names, issued at `iat`.
+/// The place a token names (ticket or pre-queue handle), issued at `iat`.
 fn claims_at(token: &str, iat: i64) -> VisitorClaims {
     let payload = payload(token);
+    let place = match payload["n"].as_u64() {
+        Some(ticket) => VisitorPlace::Ticket(ticket),
+        None => VisitorPlace::Handle(payload["q"].as_u64().expect("n or q")),
+    };
     VisitorClaims {
         room_id: payload["r"].as_str().expect("r").to_owned(),
-        place: VisitorPlace::Ticket(payload["n"].as_u64().expect("n")),
+        place,
         generation: payload["g"].as_u64().expect("g"),
         iat,
     }
@@ -123,8 +127,11 @@ fn assert_same_place_newer(app: &TestApp, fresh: &str, old: &str, issued_after: 
     let (fresh_payload, old_payload) = (payload(fresh), payload(old));
     assert_eq!(fresh_payload["r"], old_payload["r"]);
     assert_eq!(fresh_payload["n"], old_payload["n"], "the same ticket");
+    assert_eq!(
+        fresh_payload["q"], old_payload["q"],
+        "the same pre-queue handle"
+    );
     assert_eq!(fresh_payload["g"], old_payload["g"], "the same generation");
-    assert!(fresh_payload.get("q").is_none());
     let fresh_iat = fresh_payload["iat"].as_i64().expect("iat");
     assert!(
         fresh_iat > old_payload["iat"].as_i64().expect("iat") && fresh_iat >= issued_after,
@@ -136,6 +143,31 @@ fn assert_same_place_newer(app: &TestApp, fresh: &str, old: &str, issued_after: 
         .verify_visitor(fresh, now_ms(), app.config.token_max_age_sec)
         .expect("the fresh token verifies");
     assert_eq!(verified.iat, fresh_iat);
+}
+
+#[tokio::test]
+async fn a_due_pre_queue_handle_is_re_signed_keeping_its_handle() {
+    // A pre-queue for a drop days away is the wait that most outlasts a token.
+    let app = spawn_short_lived(&[]).await;
+    let opens_at = now_ms() + 86_400_000;
+    app.create_room(room_body("later", 0, json!({ "opensAt": opens_at })))
+        .await;
+    let visitor = Visitor::join(&app, "later").await;
+    assert!(payload(&visitor.token)["q"].is_u64(), "a handle");
+    let before = now_ms();
+    let due = signed_at(&app, &visitor.token, before - REFRESH_AFTER_MS - 1_000);
+    let reply = status_with(&app, &due, Some(&visitor.ownership_cookie("later"))).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(reply.body["preQueued"], true, "{}", reply.text);
+    let fresh = reply.body["token"].as_str().expect("a fresh token");
+    assert_same_place_newer(&app, fresh, &due, before);
+    assert_eq!(
+        reply.cookie("qms_later").as_deref(),
+        Some(visitor.session_id.as_str())
+    );
+    // Without the ownership cookie the handle is not refreshed.
+    let reply = status_with(&app, &due, None).await;
+    assert!(reply.body.get("token").is_none(), "{}", reply.text);
 }
 
 #[tokio::test]

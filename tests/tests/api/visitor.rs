@@ -338,12 +338,17 @@ async fn the_queue_host_keeps_at_most_room_cookie_cap_rooms_of_cookies() {
 #[tokio::test]
 async fn before_the_doors_open_every_answer_quotes_the_clock_plus_the_drain() {
     let app = spawn_app().await;
-    let opens_at = qm_core::clock::now_ms() + 600_000;
-    app.create_room(room_body("soon", 60, json!({ "opensAt": opens_at })))
-        .await;
+    // One ticket held before the drop was scheduled; then a pre-queue entry.
+    app.create_room(room_body("soon", 60, json!({}))).await;
     app.join_as_new_visitor("soon").await;
+    let opens_at = qm_core::clock::now_ms() + 600_000;
+    let scheduled = app
+        .admin_post("/rooms/soon/schedule", json!({ "opensAt": opens_at }))
+        .await;
+    assert_eq!(scheduled.status, 200, "{}", scheduled.text);
     let (reply, _) = app.join_as_new_visitor("soon").await;
     assert_eq!(reply.body["state"], "scheduled", "{}", reply.text);
+    assert_eq!(reply.body["preQueued"], true, "{}", reply.text);
     assert_eq!(reply.body["opensAt"], opens_at);
     assert!(
         reply.body["now"].is_i64(),
@@ -351,7 +356,8 @@ async fn before_the_doors_open_every_answer_quotes_the_clock_plus_the_drain() {
     );
     let token = reply.body["token"].as_str().unwrap().to_owned();
     let join_eta = reply.body["etaSec"].as_u64().expect("a number");
-    // 600 s on the clock, then 2 s of drain at 60/min for the second in line.
+    // 600 s on the clock, then the drain of the one ticket already held (the draw decides
+    // the rest, so nothing is added for it): 1 s at 60/min.
     assert!((601..=602).contains(&join_eta), "{join_eta}");
 
     let status = app.status(&token).await;
@@ -372,7 +378,7 @@ async fn before_the_doors_open_every_answer_quotes_the_clock_plus_the_drain() {
             "join {join_eta}, status {status_eta}, stream {stream_eta}"
         );
     }
-    // The operator's floor: the clock plus the drain of the two ticket holders.
+    // The operator's floor: the clock plus the drain of the one ticket holder.
     let room = app.room("soon").await;
     let estimate = room["estWaitSec"].as_u64().expect("estWaitSec");
     assert!((601..=602).contains(&estimate), "{room}");
