@@ -2,6 +2,7 @@
 //! to HTTP and gRPC, the signing keyring and visitor tokens, typed configuration read from the
 //! environment, identifiers, the clock, and the room document with its validation rules.
 
+pub mod bot;
 pub mod clock;
 pub mod config;
 pub mod error;

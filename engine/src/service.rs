@@ -172,6 +172,7 @@ impl Engine for EngineService {
             session_hash: request.session_hash,
             identity: request.identity,
             pre_queue_ceiling: Some(self.pre_queue_ceiling),
+            bot_score: request.bot_score,
         };
         let place = self.store.join(room_id, join).await?;
         Ok(Response::new(answer_to_wire(PlaceAnswer::Place(place))))

@@ -76,6 +76,7 @@ async fn join_status_and_watch_over_grpc() {
         claim: None,
         session_hash: "h1".into(),
         identity: "10.0.0.1".into(),
+        bot_score: 0,
     };
     let reply = client.join(join).await.expect("join").into_inner();
     let Some(place_reply::Outcome::Place(place)) = reply.outcome else {
@@ -170,6 +171,7 @@ async fn the_ticker_admits_on_whole_seconds() {
             claim: None,
             session_hash: String::new(),
             identity: String::new(),
+            bot_score: 0,
         };
         client.join(join).await.expect("join");
     }

@@ -22,6 +22,7 @@ use crate::cookies::{
     CookiePolicy, RequestCookies, append_set_cookies, place_cookies, session_cookie_name,
 };
 use crate::places::presented_session_hash;
+use crate::protection::bot_score;
 use crate::rate_limit::JoinRateLimiter;
 use crate::refresh::{Renewal, drawn_place, engine_grants_refresh, is_due};
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
@@ -94,6 +95,7 @@ pub(crate) async fn join(
         claim: presented.as_ref().map(|place| place.engine_claim()),
         session_hash: session_hash(&session_id),
         identity: address.to_string(),
+        bot_score: bot_score(&headers),
     };
     let reply = state.engine.clone().join(request).await?.into_inner();
     let place = match reply.outcome {

@@ -517,6 +517,7 @@ impl Case<'_> {
                     session_hash: SESSIONS[session].to_owned(),
                     identity: IDENTITIES[identity].to_owned(),
                     pre_queue_ceiling: None,
+                    bot_score: 0,
                 };
                 let answer = store.join(room_id, request).await;
                 outcome(&answer, |place| place_json(place, generation))

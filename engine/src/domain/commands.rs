@@ -1,7 +1,7 @@
 //! Commands on a room. Each validates against the current state, builds exactly one event and
 //! commits it through [`Room::apply`]; a command that changes nothing returns no event.
 
-use qm_core::room::{EffectiveState, RoomConfig, RoomState};
+use qm_core::room::{EffectiveState, ProtectionMode, RoomConfig, RoomState};
 use qm_core::{ApiError, ErrorCode};
 
 use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
@@ -24,6 +24,8 @@ pub struct JoinRequest {
     pub identity: String,
     /// The pre-queue's hard ceiling (`PREQUEUE_MAX`); `None` = the default.
     pub pre_queue_ceiling: Option<u64>,
+    /// The gateway's bot score (`qm_core::bot`), for the room's `protection`.
+    pub bot_score: u32,
 }
 
 /// What a purge discarded.
@@ -61,6 +63,9 @@ impl Room {
             }
             Err(reason) => reason,
         };
+        if let Some(refusal) = self.protection_refusal(request) {
+            return Err(refusal);
+        }
         if self.pre_queue_open(now_ms) {
             if let Some(refusal) = self.pre_join_refusal(request) {
                 return Err(refusal);
@@ -153,6 +158,20 @@ impl Room {
         place.new_place = true;
         place.replaced_reason = replaced_reason;
         place
+    }
+
+    /// The refusal of a new place for a request that scores as a bot in a room whose
+    /// `protection` enforces (`monitor` scores and admits). A place already held is never
+    /// refused: the check comes after the claim is honoured.
+    pub fn protection_refusal(&self, request: &JoinRequest) -> Option<ApiError> {
+        let mode = self.config.protection.map(|protection| protection.mode)?;
+        if mode != ProtectionMode::Enforce || request.bot_score < qm_core::bot::BLOCK_AT {
+            return None;
+        }
+        Some(ApiError::new(
+            ErrorCode::BlockedByProtection,
+            "this request looks automated; open the waiting page in a browser to join",
+        ))
     }
 
     /// The refusal of a join over `queueMaxPerIp`.

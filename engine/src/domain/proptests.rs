@@ -52,7 +52,7 @@ proptest! {
             let before = room.clone();
             let record = match operation {
                 Operation::Join { identity } => {
-                    let request = JoinRequest { claim: None, session_hash: "s".into(), identity: format!("id{identity}"), pre_queue_ceiling: None };
+                    let request = JoinRequest { claim: None, session_hash: "s".into(), identity: format!("id{identity}"), ..JoinRequest::default() };
                     room.join(&request, now).ok().and_then(|outcome| outcome.record)
                 }
                 Operation::Tick => {

@@ -611,6 +611,9 @@ impl DurableStore {
                 Ok(place) => return Ok(place),
                 Err(replaced) => replaced,
             };
+            if let Some(refusal) = replica.read(|room| room.protection_refusal(&request)) {
+                return Err(refusal);
+            }
             if replica.read(|room| room.pre_queue_open(now)) {
                 match self.pre_join_now(&replica, &request, replaced, now).await? {
                     Some(place) => return Ok(place),
