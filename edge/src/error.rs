@@ -48,7 +48,8 @@ impl IntoResponse for AppError {
             tracing::warn!(code = error.code.as_str(), message = %error.message, "request failed");
         }
         let mut response = (error.code.http_status(), Json(error.body())).into_response();
-        if let Some(seconds) = error.retry_after_sec {
+        // The error's own hint (carried from the engine in `qm-retry-after`), else its code's.
+        if let Some(seconds) = error.retry_after() {
             response
                 .headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from(seconds));
