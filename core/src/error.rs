@@ -187,8 +187,8 @@ impl ApiError {
             status.metadata_mut().insert(CODE_METADATA_KEY, value);
         }
         // The hint crosses the process boundary beside the code: the edge answers Retry-After
-        // with the engine's figure, not a guess of its own.
-        if let Some(seconds) = self.retry_after_sec
+        // with the engine's figure, not a guess of its own (nor one of another build's).
+        if let Some(seconds) = self.retry_after()
             && let Ok(value) = seconds.to_string().parse()
         {
             status
@@ -274,8 +274,11 @@ mod tests {
         // Without a hint of its own, a code that clears by itself still says when to come back.
         let bare =
             ApiError::from_status(&ApiError::new(ErrorCode::PrequeueFull, "full").to_status());
-        assert_eq!(bare.retry_after_sec, None);
+        // The engine's default is the figure that travels.
+        assert_eq!(bare.retry_after_sec, Some(30));
         assert_eq!(bare.retry_after(), Some(30));
+        let refusal = ApiError::new(ErrorCode::InvalidRoomId, "x").to_status();
+        assert!(refusal.metadata().get(RETRY_AFTER_METADATA_KEY).is_none());
         assert_eq!(
             ApiError::new(ErrorCode::StorageUnavailable, "x").retry_after(),
             Some(2)

@@ -9,6 +9,7 @@ mod events;
 mod health;
 mod identity;
 mod outflow;
+mod pages;
 mod refresh;
 mod routing;
 mod visitor;
