@@ -52,7 +52,7 @@ enum PlaceRead {
     NoToken,
     /// The engine says the place is gone; `None` when its reason is one we cannot name.
     Lapsed(Option<Lapsed>),
-    Place(PlaceStatus),
+    Place(Box<PlaceStatus>),
     /// The engine could not be asked (or the room is gone, which the room info says).
     Unknown,
 }
@@ -83,7 +83,7 @@ pub(crate) async fn waiting_page(
         read_place(&state, &room_id, &cookies)
     );
     let locale = locale_of(&headers);
-    let (page, status) = render_page(
+    let page = render_page(
         &room_id,
         info.as_ref(),
         &place,
@@ -91,7 +91,7 @@ pub(crate) async fn waiting_page(
         locale,
         None,
     );
-    page_response(status, page)
+    page_response(StatusCode::OK, page)
 }
 
 /// POST /w/:roomId: the join form of a browser without JavaScript. Joins as `/api/join` does
@@ -129,7 +129,7 @@ pub(crate) async fn join_form(
     }
     let notice = join_notice(&refusal);
     let info = room_info(&state, &room_id).await;
-    let (page, _) = render_page(
+    let page = render_page(
         &room_id,
         info.as_ref(),
         &PlaceRead::NoToken,
@@ -313,7 +313,7 @@ async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookie
     };
     match state.engine.clone().status(request).await {
         Ok(reply) => match reply.into_inner().outcome {
-            Some(place_reply::Outcome::Place(place)) => PlaceRead::Place(place),
+            Some(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place)),
             Some(place_reply::Outcome::Lapsed(lapsed)) => {
                 let kind = lapsed_of(&lapsed.reason);
                 if kind.is_none() {
@@ -355,7 +355,7 @@ fn render_page(
     return_url: Option<&str>,
     locale: Locale,
     notice: Option<JoinNotice>,
-) -> (String, StatusCode) {
+) -> String {
     let now = now_ms();
     let Some(info) = info else {
         let config = json!({ "roomId": room_id, "found": null });
@@ -366,10 +366,19 @@ fn render_page(
             message: None,
             form_action: page_path(room_id, None),
         };
-        return (qm_web::waiting_page(&config, &view), StatusCode::OK);
+        return qm_web::waiting_page(&config, &view);
     };
     if !info.found {
-        return (qm_web::not_found_page(), StatusCode::NOT_FOUND);
+        // The script says so itself from `found: false`; the text is for a browser without it.
+        let view = PageView {
+            locale,
+            place: PlaceView::NoRoom,
+            notice,
+            message: None,
+            form_action: page_path(room_id, None),
+        };
+        let config = page_config(room_id, info, None, now);
+        return qm_web::waiting_page(&config, &view);
     }
     let return_url = return_url.filter(|url| return_url_allowed(url, &info.return_origins));
     let lapsed = match place {
@@ -394,7 +403,7 @@ fn render_page(
         message,
         form_action: page_path(room_id, return_url),
     };
-    (qm_web::waiting_page(&config, &view), StatusCode::OK)
+    qm_web::waiting_page(&config, &view)
 }
 
 /// What a visitor without JavaScript is shown for the place read. Only a place this browser
@@ -595,11 +604,8 @@ mod tests {
 
     #[test]
     fn the_lapse_reaches_the_config_only_when_the_engine_said_so() {
-        let lapsed = |place: &PlaceRead| {
-            let (page, status) = render_page("drop", Some(&info()), place, None, Locale::En, None);
-            assert_eq!(status, StatusCode::OK);
-            page
-        };
+        let lapsed =
+            |place: &PlaceRead| render_page("drop", Some(&info()), place, None, Locale::En, None);
         assert!(
             lapsed(&PlaceRead::Lapsed(Some(Lapsed::Expired))).contains(r#""lapsed":"expired""#)
         );
@@ -614,7 +620,7 @@ mod tests {
                 "{nothing_lost:?}"
             );
         }
-        let (gone, status) = render_page(
+        let gone = render_page(
             "drop",
             Some(&RoomInfoReply::default()),
             &PlaceRead::NoToken,
@@ -622,12 +628,16 @@ mod tests {
             Locale::En,
             None,
         );
-        assert_eq!(status, StatusCode::NOT_FOUND);
-        assert!(!gone.contains("qm-config"));
+        assert!(gone.contains(r#""found":false"#));
+        assert!(gone.contains("This waiting room does not exist"));
+        assert!(
+            !gone.contains("<form"),
+            "no place to take in a room that is not there"
+        );
     }
 
     fn waiting(bound: bool, passed: bool) -> PlaceRead {
-        PlaceRead::Place(PlaceStatus {
+        PlaceRead::Place(Box::new(PlaceStatus {
             place: Some(place_status::Place::Ticket(4)),
             position: (!passed).then_some(2),
             ahead: (!passed).then_some(1),
@@ -637,7 +647,7 @@ mod tests {
             bound,
             redirect_url: "https://shop.example/checkout".into(),
             ..Default::default()
-        })
+        }))
     }
 
     #[test]

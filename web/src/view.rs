@@ -101,6 +101,8 @@ pub enum PlaceView {
     Passed { target_url: String },
     /// The place could not be read just now.
     Unavailable,
+    /// The room does not exist (or no longer does).
+    NoRoom,
 }
 
 /// Why a join from the form did not give a place, as the visitor is told.
@@ -217,6 +219,10 @@ const UNAVAILABLE: Sentence = Sentence {
     en: "We cannot read your place just now. This page tries again shortly.",
     th: "ขณะนี้ไม่สามารถตรวจสอบที่ของคุณได้ หน้านี้จะลองใหม่ในอีกสักครู่",
 };
+const NO_ROOM: Sentence = Sentence {
+    en: "This waiting room does not exist, or it has been closed.",
+    th: "ไม่มีห้องรอคิวนี้ หรือห้องนี้ปิดไปแล้ว",
+};
 const NOTICE_RATE_LIMITED: Sentence = Sentence {
     en: "Too many attempts from this connection. Wait {seconds} seconds and try again.",
     th: "มีการลองหลายครั้งเกินไปจากการเชื่อมต่อนี้ โปรดรอ {seconds} วินาทีแล้วลองใหม่",
@@ -304,7 +310,7 @@ impl PageView {
             PlaceView::Waiting { .. } => NOSCRIPT_REFRESH_SEC.to_string(),
             PlaceView::Passed { target_url } => format!("0;url={target_url}"),
             PlaceView::Unavailable => UNAVAILABLE_REFRESH_SEC.to_string(),
-            PlaceView::Join { .. } => return String::new(),
+            PlaceView::Join { .. } | PlaceView::NoRoom => return String::new(),
         };
         format!(
             "<noscript><meta http-equiv=\"refresh\" content=\"{}\"></noscript>",
@@ -389,6 +395,9 @@ impl PageView {
             }
             PlaceView::Unavailable => {
                 html.push_str(&paragraph("lead", UNAVAILABLE.get(locale)));
+            }
+            PlaceView::NoRoom => {
+                html.push_str(&paragraph("lead", NO_ROOM.get(locale)));
             }
         }
         html.push_str("</div></noscript>");
