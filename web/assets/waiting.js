@@ -178,7 +178,7 @@
 
   function renderMessage(message, messageAt) {
     // The pane stays in every state; only a frame that speaks for the room changes it.
-    if (typeof message === "string" && message) {
+    if (typeof message === "string" && message.replace(/^\s+|\s+$/g, "")) {
       setText(elements.messageText, message);
       setText(elements.messageTime, typeof messageAt === "number" ? t("messagePostedAt", { time: deviceTime(messageAt) }) : "");
       elements.message.hidden = false;
