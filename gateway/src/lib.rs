@@ -8,6 +8,7 @@ mod cookies;
 mod events;
 mod health;
 mod hub;
+mod join_form;
 mod pages;
 mod places;
 mod rate_limit;
@@ -107,7 +108,7 @@ impl GatewayApp {
             .route("/healthz", get(health::health))
             .route(
                 "/w/{room_id}",
-                get(pages::waiting_page).post(pages::join_form),
+                get(pages::waiting_page).post(join_form::join_form),
             )
             .route("/assets/{name}", get(pages::asset))
             .route("/__qm/assets/{name}", get(pages::asset))

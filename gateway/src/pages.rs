@@ -4,41 +4,29 @@
 //!
 //! The page is also served for browsers without JavaScript, which have no second way to hold or
 //! recover a place: GET reads the browser's place from its `qm_<room>` and `qms_<room>` cookies
-//! and renders it as text (with a meta refresh, and the way through once passed), and
-//! `POST /w/:roomId` is the join form's target ([`join_form`]). The same read fills `lapsed` in
+//! and renders it as text (with a meta refresh, and the way through once passed); the form it
+//! offers posts to [`crate::join_form`]. The same read fills `lapsed` in
 //! the page config: "expired" when the visitor's own entry window ran out, "reset" when the
 //! operator or the room discarded the place (eject, purge, room reset), absent when nothing is
 //! known to be lost. A cookie that does not verify (forged, garbage, too old, another room's) is
 //! not a lapse: it never named a place we can speak for, exactly as `/api/join` treats it.
 
-use std::time::Instant;
-
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Response};
-use http::header::{
-    ACCEPT_LANGUAGE, CACHE_CONTROL, CONTENT_TYPE, LOCATION, ORIGIN, RETRY_AFTER,
-    X_CONTENT_TYPE_OPTIONS,
-};
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri};
+use http::header::{ACCEPT_LANGUAGE, CACHE_CONTROL, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use qm_core::clock::now_ms;
-use qm_core::ids::{is_valid_room_id, is_valid_session_id, new_session_id, session_hash};
+use qm_core::ids::is_valid_room_id;
 use qm_core::{ApiError, ErrorCode};
-use qm_proto::{
-    JoinRequest, PlaceStatus, RoomInfoReply, RoomRef, StatusRequest, place_reply, place_status,
-};
+use qm_proto::{PlaceStatus, RoomInfoReply, RoomRef, StatusRequest, place_reply, place_status};
 use qm_web::{JoinNotice, Lapsed, Locale, OperatorMessage, PageView, PlaceView};
 use serde_json::{Map, Value, json};
 
 use crate::GatewayState;
-use crate::cookies::{
-    CookiePolicy, RequestCookies, append_set_cookies, place_cookies, queue_cookie_name,
-    session_cookie_name,
-};
+use crate::cookies::{RequestCookies, queue_cookie_name};
 use crate::places::presented_session_hash;
-use crate::rate_limit::JoinRateLimiter;
-use crate::request::{ClientAddress, QueryParams, is_https, request_host};
+use crate::request::QueryParams;
 use crate::status_body::Branding;
-use crate::visitor::claims_of;
 
 /// The page loads only its own script and style (no inline code); images may come from the
 /// brand's CDN.
@@ -47,7 +35,7 @@ const WAITING_PAGE_CSP: &str = "default-src 'self'; script-src 'self'; style-src
 
 /// What the server could read of the browser's place.
 #[derive(Debug, Clone, PartialEq)]
-enum PlaceRead {
+pub(crate) enum PlaceRead {
     /// No cookie token that verifies for this room.
     NoToken,
     /// The engine says the place is gone; `None` when its reason is one we cannot name.
@@ -94,183 +82,8 @@ pub(crate) async fn waiting_page(
     page_response(StatusCode::OK, page)
 }
 
-/// POST /w/:roomId: the join form of a browser without JavaScript. Joins as `/api/join` does
-/// with the browser's cookies (a lapsed token is no claim: the engine mints the replacement),
-/// sets `qm_<room>` and `qms_<room>`, and answers 303 to the page, which then shows the place.
-/// A refusal answers the page itself with the reason in the visitor's language.
-pub(crate) async fn join_form(
-    State(state): State<GatewayState>,
-    ClientAddress(address): ClientAddress,
-    Path(room_id): Path<String>,
-    query: QueryParams,
-    headers: HeaderMap,
-    uri: Uri,
-) -> Response {
-    if !is_valid_room_id(&room_id) {
-        return page_response(StatusCode::NOT_FOUND, qm_web::not_found_page());
-    }
-    let return_url = query.non_empty("qm_return");
-    let refusal = if !form_is_same_origin(&headers, &uri) {
-        // A cross-site post could replace a visitor's place with a new one at the back.
-        ApiError::new(
-            ErrorCode::CsrfRequired,
-            "the join form is only accepted from its own page",
-        )
-    } else if let Err(retry_after_sec) = state.join_limiter.try_acquire(address, Instant::now()) {
-        JoinRateLimiter::refusal(retry_after_sec)
-    } else {
-        match form_join(&state, &room_id, address.to_string(), &headers).await {
-            Ok(set_cookies) => return see_the_page(&room_id, return_url, &set_cookies),
-            Err(error) => error,
-        }
-    };
-    if refusal.code == ErrorCode::RoomNotFound {
-        return page_response(StatusCode::NOT_FOUND, qm_web::not_found_page());
-    }
-    let notice = join_notice(&refusal);
-    let info = room_info(&state, &room_id).await;
-    let page = render_page(
-        &room_id,
-        info.as_ref(),
-        &PlaceRead::NoToken,
-        return_url,
-        locale_of(&headers),
-        Some(notice),
-    );
-    let mut response = page_response(refusal.code.http_status(), page);
-    if let Some(seconds) = refusal.retry_after() {
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from(seconds));
-    }
-    response
-}
-
-/// The join of the form: the cookie token if it verifies, the ownership cookie if well formed.
-/// Returns the cookies to set.
-async fn form_join(
-    state: &GatewayState,
-    room_id: &str,
-    identity: String,
-    headers: &HeaderMap,
-) -> Result<Vec<String>, ApiError> {
-    let cookies = RequestCookies::from_headers(headers);
-    let now = now_ms();
-    let presented = state.token_check_at(now).for_join(room_id, None, &cookies);
-    let session_id = cookies
-        .get(&session_cookie_name(room_id))
-        .filter(|session_id| is_valid_session_id(session_id))
-        .map(str::to_owned)
-        .unwrap_or_else(new_session_id);
-    let request = JoinRequest {
-        room_id: room_id.to_owned(),
-        claim: presented.as_ref().map(|place| place.engine_claim()),
-        session_hash: session_hash(&session_id),
-        identity,
-    };
-    let reply = state.engine.clone().join(request).await?.into_inner();
-    let Some(place_reply::Outcome::Place(place)) = reply.outcome else {
-        return Err(ApiError::internal(
-            "the engine answered a join without a place",
-        ));
-    };
-    let claims = claims_of(room_id, &place, now).map_err(|error| error.0)?;
-    let token = match &presented {
-        Some(presented)
-            if !place.new_place
-                && presented.claims.place == claims.place
-                && presented.claims.generation == claims.generation =>
-        {
-            presented.token.clone()
-        }
-        _ => state.keyring.sign_visitor(&claims),
-    };
-    tracing::debug!(
-        room_id,
-        new_place = place.new_place,
-        "visitor joined from the form"
-    );
-    let policy = CookiePolicy {
-        max_age_sec: state.config.queue_cookie_max_age_sec,
-        secure: is_https(headers),
-    };
-    Ok(place_cookies(
-        &policy,
-        &cookies,
-        room_id,
-        &token,
-        &session_id,
-        state.config.room_cookie_cap,
-    ))
-}
-
-/// Whether a form post comes from a page of this host. Browsers say so in Sec-Fetch-Site, or
-/// else in Origin; a client that sends neither (no browser ever omits both on a form post) is
-/// not a cross-site page and is let through.
-fn form_is_same_origin(headers: &HeaderMap, uri: &Uri) -> bool {
-    if let Some(site) = headers.get("sec-fetch-site") {
-        return matches!(site.to_str(), Ok("same-origin" | "none"));
-    }
-    let Some(origin) = headers.get(ORIGIN) else {
-        return true;
-    };
-    let Some(origin) = origin
-        .to_str()
-        .ok()
-        .and_then(|origin| url::Url::parse(origin).ok())
-    else {
-        // Includes `Origin: null` (a sandboxed or privacy-hidden origin).
-        return false;
-    };
-    let Some(origin_host) = origin.host_str() else {
-        return false;
-    };
-    let origin_authority = match origin.port() {
-        Some(port) => format!("{origin_host}:{port}"),
-        None => origin_host.to_owned(),
-    };
-    let Some(host) = request_host(headers, uri) else {
-        return false;
-    };
-    let host = host
-        .strip_suffix(":80")
-        .or_else(|| host.strip_suffix(":443"))
-        .unwrap_or(&host);
-    origin_authority.eq_ignore_ascii_case(host)
-}
-
-/// What the page tells a visitor whose form join was refused.
-fn join_notice(error: &ApiError) -> JoinNotice {
-    let retry_after_sec = error.retry_after().unwrap_or(5);
-    match error.code {
-        ErrorCode::RateLimited => JoinNotice::RateLimited { retry_after_sec },
-        ErrorCode::QueueIdentityLimit | ErrorCode::PrequeueIdentityLimit => {
-            JoinNotice::IdentityLimit
-        }
-        ErrorCode::BlockedByProtection => JoinNotice::Blocked,
-        ErrorCode::CsrfRequired => JoinNotice::CrossSite,
-        code if code.http_status() == StatusCode::SERVICE_UNAVAILABLE => {
-            JoinNotice::Busy { retry_after_sec }
-        }
-        _ => JoinNotice::Failed,
-    }
-}
-
-/// 303 to the page (keeping its `qm_return`), with the place's cookies.
-fn see_the_page(room_id: &str, return_url: Option<&str>, set_cookies: &[String]) -> Response {
-    let mut response = StatusCode::SEE_OTHER.into_response();
-    let headers = response.headers_mut();
-    // The room id is from the checked alphabet and the return URL is percent-encoded.
-    if let Ok(location) = HeaderValue::from_str(&page_path(room_id, return_url)) {
-        headers.insert(LOCATION, location);
-    }
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    append_set_cookies(headers, set_cookies);
-    response
-}
-
 /// `/w/<room>`, with `?qm_return=` when one was asked for.
-fn page_path(room_id: &str, return_url: Option<&str>) -> String {
+pub(crate) fn page_path(room_id: &str, return_url: Option<&str>) -> String {
     match return_url {
         Some(return_url) => format!(
             "/w/{room_id}?qm_return={}",
@@ -280,7 +93,7 @@ fn page_path(room_id: &str, return_url: Option<&str>) -> String {
     }
 }
 
-async fn room_info(state: &GatewayState, room_id: &str) -> Option<RoomInfoReply> {
+pub(crate) async fn room_info(state: &GatewayState, room_id: &str) -> Option<RoomInfoReply> {
     match state
         .engine
         .clone()
@@ -339,7 +152,7 @@ async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookie
     }
 }
 
-fn locale_of(headers: &HeaderMap) -> Locale {
+pub(crate) fn locale_of(headers: &HeaderMap) -> Locale {
     Locale::from_accept_language(
         headers
             .get(ACCEPT_LANGUAGE)
@@ -348,7 +161,7 @@ fn locale_of(headers: &HeaderMap) -> Locale {
 }
 
 /// The waiting page for what the server knows: the config for the script and the rendered view.
-fn render_page(
+pub(crate) fn render_page(
     room_id: &str,
     info: Option<&RoomInfoReply>,
     place: &PlaceRead,
@@ -490,7 +303,7 @@ pub(crate) fn return_url_allowed(url: &str, return_origins: &[String]) -> bool {
     })
 }
 
-fn page_response(status: StatusCode, html: String) -> Response {
+pub(crate) fn page_response(status: StatusCode, html: String) -> Response {
     let mut response = (status, Html(html)).into_response();
     let headers = response.headers_mut();
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -679,65 +492,6 @@ mod tests {
             place_view(&waiting(false, true), None, 0),
             PlaceView::Join { lapsed: None }
         );
-    }
-
-    fn form_headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.insert(*name, value.parse().unwrap());
-        }
-        headers
-    }
-
-    #[test]
-    fn the_join_form_is_accepted_only_from_its_own_origin() {
-        let uri: Uri = "/w/drop".parse().unwrap();
-        let host = ("host", "queue.example");
-        for (pairs, allowed) in [
-            (vec![host, ("sec-fetch-site", "same-origin")], true),
-            (vec![host, ("sec-fetch-site", "cross-site")], false),
-            (vec![host, ("sec-fetch-site", "same-site")], false),
-            (vec![host, ("origin", "https://queue.example")], true),
-            (
-                vec![
-                    ("host", "queue.example:443"),
-                    ("origin", "https://queue.example"),
-                ],
-                true,
-            ),
-            (
-                vec![
-                    ("host", "127.0.0.1:8080"),
-                    ("origin", "http://127.0.0.1:8080"),
-                ],
-                true,
-            ),
-            (vec![host, ("origin", "https://evil.example")], false),
-            (vec![host, ("origin", "null")], false),
-            (vec![host], true),
-        ] {
-            assert_eq!(
-                form_is_same_origin(&form_headers(&pairs), &uri),
-                allowed,
-                "{pairs:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn refusals_become_notices_with_their_wait() {
-        let limited = JoinRateLimiter::refusal(7);
-        assert_eq!(
-            join_notice(&limited),
-            JoinNotice::RateLimited { retry_after_sec: 7 }
-        );
-        let storage = ApiError::new(ErrorCode::StorageUnavailable, "x");
-        assert!(matches!(join_notice(&storage), JoinNotice::Busy { .. }));
-        assert_eq!(
-            join_notice(&ApiError::new(ErrorCode::QueueIdentityLimit, "x")),
-            JoinNotice::IdentityLimit
-        );
-        assert_eq!(join_notice(&ApiError::internal("x")), JoinNotice::Failed);
     }
 
     #[test]

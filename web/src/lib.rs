@@ -8,6 +8,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
+mod sentences;
 mod view;
 
 pub use view::{
@@ -302,5 +303,33 @@ mod tests {
         assert!(page.contains(r#"<form class="join-form" method="post" action="/w/launch">"#));
         assert!(page.contains(r#"id="qm-message""#) && page.contains(r#"role="status""#));
         assert!(!page.contains("{{"), "every placeholder is filled");
+    }
+
+    #[test]
+    fn the_scripts_sentences_exist_in_every_locale() {
+        // The table in waiting.js: `en: { key: "...", ... }, th: { ... }`, one key a line.
+        let start = WAITING_JS
+            .find("var SENTENCES = {")
+            .expect("the sentence table");
+        let table = &WAITING_JS[start..];
+        let table = &table[..table.find("\n  };").expect("the table ends")];
+        let mut locales: Vec<(String, Vec<String>)> = Vec::new();
+        for line in table.lines().skip(1) {
+            let line = line.trim();
+            if let Some(locale) = line.strip_suffix(": {") {
+                locales.push((locale.to_owned(), Vec::new()));
+            } else if let Some((key, _)) = line.split_once(": \"")
+                && let Some((_, keys)) = locales.last_mut()
+            {
+                keys.push(key.to_owned());
+            }
+        }
+        let names: Vec<&str> = locales.iter().map(|(locale, _)| locale.as_str()).collect();
+        assert_eq!(names, ["en", "th"]);
+        assert!(locales[0].1.len() >= 5, "{:?}", locales[0].1);
+        assert_eq!(
+            locales[0].1, locales[1].1,
+            "the same keys in the same order"
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! JavaScript has no second way to hold or recover a place (spec, Visitor: lapsed).
 
 use crate::escape_html;
+use crate::sentences::*;
 
 /// How often a visitor without JavaScript sees their place re-read (meta refresh).
 pub const NOSCRIPT_REFRESH_SEC: u64 = 30;
@@ -135,134 +136,6 @@ pub struct PageView {
     /// Where the join form posts (the page's own path, with its `qm_return`).
     pub form_action: String,
 }
-
-/// One sentence in every locale.
-struct Sentence {
-    en: &'static str,
-    th: &'static str,
-}
-
-impl Sentence {
-    fn get(&self, locale: Locale) -> &'static str {
-        match locale {
-            Locale::En => self.en,
-            Locale::Th => self.th,
-        }
-    }
-}
-
-const JOIN_LEAD: Sentence = Sentence {
-    en: "Join the line to hold your place.",
-    th: "กดเข้าคิวเพื่อรับที่ของคุณในคิว",
-};
-const JOIN_BUTTON: Sentence = Sentence {
-    en: "Join the line",
-    th: "เข้าคิว",
-};
-const LAPSED_EXPIRED: Sentence = Sentence {
-    en: "Your turn came, but the time to enter ran out.",
-    th: "ถึงคิวของคุณแล้ว แต่หมดเวลาเข้าใช้งาน",
-};
-const LAPSED_RESET: Sentence = Sentence {
-    en: "Your earlier place in line was cancelled on our side, not because of anything you did.",
-    th: "ที่ของคุณในคิวก่อนหน้านี้ถูกยกเลิกโดยทางเรา ไม่ได้เกิดจากสิ่งที่คุณทำ",
-};
-const LAPSED_REJOIN: Sentence = Sentence {
-    en: "Take a new place in line with the button below.",
-    th: "กดปุ่มด้านล่างเพื่อรับที่ใหม่ในคิว",
-};
-const LAPSED_BUTTON: Sentence = Sentence {
-    en: "Get a new place in line",
-    th: "รับที่ใหม่ในคิว",
-};
-const WAITING_POSITION: Sentence = Sentence {
-    en: "You are number {position} in line, with {ahead} ahead of you.",
-    th: "คุณอยู่ลำดับที่ {position} ในคิว มีผู้รอก่อนหน้าคุณ {ahead} คน",
-};
-const WAITING_ETA: Sentence = Sentence {
-    en: "Estimated wait: {wait}.",
-    th: "เวลารอโดยประมาณ: {wait}",
-};
-const WAITING_PAUSED: Sentence = Sentence {
-    en: "The line is paused for the moment. You keep your place.",
-    th: "คิวหยุดชั่วคราว คุณยังคงได้ที่เดิมในคิว",
-};
-const WAITING_PRE_QUEUE: Sentence = Sentence {
-    en: "You are in the pre-queue. The doors open in {wait}; places are drawn at random then, so there is no need to hurry.",
-    th: "คุณอยู่ในคิวล่วงหน้า ประตูจะเปิดในอีก {wait} และจะสุ่มลำดับเมื่อเปิด จึงไม่ต้องรีบ",
-};
-const WAITING_REFRESH: Sentence = Sentence {
-    en: "This page checks your place again every {seconds} seconds.",
-    th: "หน้านี้จะตรวจสอบที่ของคุณอีกครั้งทุก {seconds} วินาที",
-};
-const WAIT_UNKNOWN: Sentence = Sentence {
-    en: "not known yet",
-    th: "ยังไม่ทราบ",
-};
-const WAIT_UNDER_A_MINUTE: Sentence = Sentence {
-    en: "under a minute",
-    th: "น้อยกว่า 1 นาที",
-};
-const WAIT_MINUTES: Sentence = Sentence {
-    en: "about {minutes} min",
-    th: "ประมาณ {minutes} นาที",
-};
-const PASSED_LEAD: Sentence = Sentence {
-    en: "It is your turn.",
-    th: "ถึงคิวของคุณแล้ว",
-};
-const PASSED_LINK: Sentence = Sentence {
-    en: "Continue to the site",
-    th: "ไปยังเว็บไซต์",
-};
-const UNAVAILABLE: Sentence = Sentence {
-    en: "We cannot read your place just now. This page tries again shortly.",
-    th: "ขณะนี้ไม่สามารถตรวจสอบที่ของคุณได้ หน้านี้จะลองใหม่ในอีกสักครู่",
-};
-const NO_ROOM: Sentence = Sentence {
-    en: "This waiting room does not exist, or it has been closed.",
-    th: "ไม่มีห้องรอคิวนี้ หรือห้องนี้ปิดไปแล้ว",
-};
-const NOTICE_RATE_LIMITED: Sentence = Sentence {
-    en: "Too many attempts from this connection. Wait {seconds} seconds and try again.",
-    th: "มีการลองหลายครั้งเกินไปจากการเชื่อมต่อนี้ โปรดรอ {seconds} วินาทีแล้วลองใหม่",
-};
-const NOTICE_BUSY: Sentence = Sentence {
-    en: "We could not give you a place just now. Wait {seconds} seconds and try again.",
-    th: "ขณะนี้ยังไม่สามารถให้ที่ในคิวได้ โปรดรอ {seconds} วินาทีแล้วลองใหม่",
-};
-const NOTICE_IDENTITY_LIMIT: Sentence = Sentence {
-    en: "This connection already holds as many places in this line as allowed.",
-    th: "การเชื่อมต่อนี้ถือที่ในคิวนี้ครบจำนวนที่อนุญาตแล้ว",
-};
-const NOTICE_BLOCKED: Sentence = Sentence {
-    en: "We could not let this request join the line.",
-    th: "ไม่สามารถให้คำขอนี้เข้าคิวได้",
-};
-const NOTICE_CROSS_SITE: Sentence = Sentence {
-    en: "This form can only be sent from this waiting page.",
-    th: "ส่งแบบฟอร์มนี้ได้จากหน้ารอคิวนี้เท่านั้น",
-};
-const NOTICE_FAILED: Sentence = Sentence {
-    en: "Something went wrong. Please try again.",
-    th: "เกิดข้อผิดพลาด โปรดลองอีกครั้ง",
-};
-const MESSAGE_HEADING: Sentence = Sentence {
-    en: "Message from the organiser",
-    th: "ข้อความจากผู้จัด",
-};
-const MESSAGE_JUST_NOW: Sentence = Sentence {
-    en: "Posted just now",
-    th: "ประกาศเมื่อสักครู่",
-};
-const MESSAGE_MINUTES_AGO: Sentence = Sentence {
-    en: "Posted {minutes} min ago",
-    th: "ประกาศเมื่อ {minutes} นาทีที่แล้ว",
-};
-const MESSAGE_HOURS_AGO: Sentence = Sentence {
-    en: "Posted {hours} h ago",
-    th: "ประกาศเมื่อ {hours} ชั่วโมงที่แล้ว",
-};
 
 impl Lapsed {
     /// The sentence naming what happened to the visitor's place.
