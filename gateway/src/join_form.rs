@@ -92,11 +92,17 @@ async fn form_join(
         .filter(|session_id| is_valid_session_id(session_id))
         .map(str::to_owned)
         .unwrap_or_else(new_session_id);
+    // Fields other callers add to this request later stay at their defaults here.
+    #[allow(
+        clippy::needless_update,
+        reason = "keeps this literal valid when the proto grows"
+    )]
     let request = JoinRequest {
         room_id: room_id.to_owned(),
         claim: presented.as_ref().map(|place| place.engine_claim()),
         session_hash: session_hash(&session_id),
         identity,
+        ..Default::default()
     };
     let reply = state.engine.clone().join(request).await?.into_inner();
     let Some(place_reply::Outcome::Place(place)) = reply.outcome else {

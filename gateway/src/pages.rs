@@ -119,10 +119,16 @@ async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookie
     else {
         return PlaceRead::NoToken;
     };
+    // Fields other callers add to this request later stay at their defaults here.
+    #[allow(
+        clippy::needless_update,
+        reason = "keeps this literal valid when the proto grows"
+    )]
     let request = StatusRequest {
         room_id: room_id.to_owned(),
         claim: Some(presented.engine_claim()),
         session_hash: presented_session_hash(cookies, room_id),
+        ..Default::default()
     };
     match state.engine.clone().status(request).await {
         Ok(reply) => match reply.into_inner().outcome {
