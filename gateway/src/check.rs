@@ -1,8 +1,10 @@
 //! GET /api/check: the door check a snippet or an edge connector runs before a protected page.
 //! It answers pass or queue from the engine; an unknown room passes (fail open). `?ip=&agent=`
 //! vouch for another client and need the Bearer public API key (or ADMIN_KEY); no key is ever
-//! accepted from a URL. CORS: only the room's tag origins may read the answer, and the OPTIONS
-//! preflight makes the same decision from the room's info.
+//! accepted from a URL. CHECK_LIMIT_PER_MIN limits checks per client address: the vouched
+//! address when vouched, so a connector's colo is not one shared budget. CORS: only the room's
+//! tag origins may read the answer, and the OPTIONS preflight makes the same decision from the
+//! room's info.
 
 use std::net::IpAddr;
 use std::time::Instant;
