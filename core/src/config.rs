@@ -100,6 +100,9 @@ pub struct Config {
     admin_key: SecretString,
     public_api_key: Option<SecretString>,
     pub join_limit_per_min: u32,
+    /// Door checks a minute per client address (CHECK_LIMIT_PER_MIN); a vouched check counts
+    /// against the vouched address, not the connector calling for it.
+    pub check_limit_per_min: u32,
     pub sse_max_total: usize,
     pub sse_per_ip: usize,
     pub room_cookie_cap: usize,
@@ -274,6 +277,13 @@ impl Config {
                 1,
                 100_000_000,
             )?,
+            check_limit_per_min: parse_number(
+                "CHECK_LIMIT_PER_MIN",
+                read("CHECK_LIMIT_PER_MIN"),
+                600,
+                1,
+                100_000_000,
+            )?,
             sse_max_total: parse_number(
                 "SSE_MAX_TOTAL",
                 read("SSE_MAX_TOTAL"),
@@ -355,6 +365,7 @@ impl Config {
             "ADMIN_KEY": if self.uses_default_admin_key() { "default (admin-dev)" } else { "set" },
             "PUBLIC_API_KEY": if self.public_api_key.is_some() { "set" } else { "unset" },
             "JOIN_LIMIT_PER_MIN": self.join_limit_per_min,
+            "CHECK_LIMIT_PER_MIN": self.check_limit_per_min,
             "SSE_MAX_TOTAL": self.sse_max_total,
             "SSE_PER_IP": self.sse_per_ip,
             "ROOM_COOKIE_CAP": self.room_cookie_cap,

@@ -109,6 +109,17 @@ error_codes! {
 }
 
 impl ErrorCode {
+    /// The `Retry-After` seconds a refusal with this code carries when its maker gave none: a
+    /// refusal that clears by itself says when to come back, so a client does not spin.
+    pub fn default_retry_after_sec(self) -> Option<u64> {
+        match self {
+            ErrorCode::StorageUnavailable | ErrorCode::EngineUnavailable => Some(2),
+            ErrorCode::PrequeueFull => Some(30),
+            ErrorCode::SseCapacity => Some(5),
+            _ => None,
+        }
+    }
+
     /// The gRPC code the engine answers this error with.
     pub fn grpc_code(self) -> tonic::Code {
         match self.http_status().as_u16() {
@@ -158,6 +169,12 @@ impl ApiError {
         ApiError::new(ErrorCode::Internal, message)
     }
 
+    /// The seconds for `Retry-After`: the error's own hint, else its code's default.
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after_sec
+            .or_else(|| self.code.default_retry_after_sec())
+    }
+
     /// The `{error, code}` body.
     pub fn body(&self) -> serde_json::Value {
         serde_json::json!({ "error": self.message, "code": self.code.as_str() })
@@ -168,6 +185,15 @@ impl ApiError {
         let mut status = tonic::Status::new(self.code.grpc_code(), self.message.clone());
         if let Ok(value) = self.code.as_str().parse() {
             status.metadata_mut().insert(CODE_METADATA_KEY, value);
+        }
+        // The hint crosses the process boundary beside the code: the edge answers Retry-After
+        // with the engine's figure, not a guess of its own (nor one of another build's).
+        if let Some(seconds) = self.retry_after()
+            && let Ok(value) = seconds.to_string().parse()
+        {
+            status
+                .metadata_mut()
+                .insert(RETRY_AFTER_METADATA_KEY, value);
         }
         status
     }
@@ -180,8 +206,17 @@ impl ApiError {
             .get(CODE_METADATA_KEY)
             .and_then(|value| value.to_str().ok())
             .and_then(ErrorCode::parse);
+        let retry_after_sec = status
+            .metadata()
+            .get(RETRY_AFTER_METADATA_KEY)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse::<u64>().ok());
         match code {
-            Some(code) => ApiError::new(code, status.message()),
+            Some(code) => ApiError {
+                code,
+                message: status.message().to_owned(),
+                retry_after_sec,
+            },
             None => ApiError::new(
                 ErrorCode::EngineUnavailable,
                 "the queue engine is not reachable right now; try again shortly",
@@ -205,6 +240,8 @@ impl From<tonic::Status> for ApiError {
 
 /// Same key as `qm_proto::CODE_METADATA_KEY`, kept here so core does not depend on proto.
 const CODE_METADATA_KEY: &str = "qm-code";
+/// The seconds of an error's Retry-After hint, beside `qm-code`.
+pub const RETRY_AFTER_METADATA_KEY: &str = "qm-retry-after";
 
 #[cfg(test)]
 mod tests {
@@ -217,6 +254,44 @@ mod tests {
             assert_eq!(ApiError::from_status(&error.to_status()).code, *code);
             assert_eq!(ErrorCode::parse(code.as_str()), Some(*code));
         }
+    }
+
+    #[test]
+    fn a_retry_hint_round_trips_through_grpc() {
+        let error =
+            ApiError::new(ErrorCode::StorageUnavailable, "journal down").with_retry_after(3);
+        let status = error.to_status();
+        assert_eq!(
+            status
+                .metadata()
+                .get(RETRY_AFTER_METADATA_KEY)
+                .and_then(|value| value.to_str().ok()),
+            Some("3")
+        );
+        let back = ApiError::from_status(&status);
+        assert_eq!(back, error);
+        assert_eq!(back.retry_after(), Some(3));
+        // Without a hint of its own, a code that clears by itself still says when to come back.
+        let bare =
+            ApiError::from_status(&ApiError::new(ErrorCode::PrequeueFull, "full").to_status());
+        // The engine's default is the figure that travels.
+        assert_eq!(bare.retry_after_sec, Some(30));
+        assert_eq!(bare.retry_after(), Some(30));
+        let refusal = ApiError::new(ErrorCode::InvalidRoomId, "x").to_status();
+        assert!(refusal.metadata().get(RETRY_AFTER_METADATA_KEY).is_none());
+        assert_eq!(
+            ApiError::new(ErrorCode::StorageUnavailable, "x").retry_after(),
+            Some(2)
+        );
+        assert_eq!(
+            ApiError::new(ErrorCode::InvalidRoomId, "x").retry_after(),
+            None
+        );
+        // A hint that is not a number is ignored, not an error.
+        let mut odd = ApiError::new(ErrorCode::StorageUnavailable, "x").to_status();
+        odd.metadata_mut()
+            .insert(RETRY_AFTER_METADATA_KEY, "soon".parse().unwrap());
+        assert_eq!(ApiError::from_status(&odd).retry_after_sec, None);
     }
 
     #[test]

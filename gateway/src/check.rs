@@ -1,8 +1,13 @@
 //! GET /api/check: the door check a snippet or an edge connector runs before a protected page.
 //! It answers pass or queue from the engine; an unknown room passes (fail open). `?ip=&agent=`
 //! vouch for another client and need the Bearer public API key (or ADMIN_KEY); no key is ever
-//! accepted from a URL. CORS: only the room's tag origins may read the answer, and the OPTIONS
-//! preflight makes the same decision from the room's info.
+//! accepted from a URL. CHECK_LIMIT_PER_MIN limits checks per client address: the vouched
+//! address when vouched, so a connector's colo is not one shared budget. CORS: only the room's
+//! tag origins may read the answer, and the OPTIONS preflight makes the same decision from the
+//! room's info.
+
+use std::net::IpAddr;
+use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
@@ -23,6 +28,7 @@ use subtle::ConstantTimeEq;
 use crate::GatewayState;
 use crate::cookies::{RequestCookies, queue_cookie_name};
 use crate::places::presented_session_hash;
+use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams, forwarded_scheme, request_host};
 use qm_edge::AppError;
 
@@ -38,6 +44,13 @@ pub(crate) async fn check(
     uri: Uri,
 ) -> Result<Response, AppError> {
     let identity = check_credentials(&state.config, &query, &headers, &address.to_string())?;
+    // CHECK_LIMIT_PER_MIN counts the client the check is for: a connector vouching for many
+    // visitors from one colo must not spend one shared budget, and a vouched visitor must not
+    // escape theirs by going through a connector.
+    let limited = limited_address(&identity, address);
+    if let Err(retry_after_sec) = state.check_limiter.try_acquire(limited, Instant::now()) {
+        return Err(AppError(JoinRateLimiter::check_refusal(retry_after_sec)));
+    }
     let room_id = match query.get("roomId") {
         Some(room_id) if is_valid_room_id(room_id) => room_id.to_owned(),
         _ => {
@@ -169,6 +182,16 @@ fn check_credentials(
         .map(|ip| ip.trim())
         .filter(|ip| !ip.is_empty() && ip.len() <= MAX_VOUCHED_LEN);
     Ok(identity.unwrap_or(peer).to_owned())
+}
+
+/// The address a check's rate limit counts: the vouched (or peer) identity when it is an IP
+/// address, else the peer. A vouched value that is not an address cannot buy a fresh budget:
+/// it is counted against the caller.
+fn limited_address(identity: &str, peer: IpAddr) -> IpAddr {
+    identity
+        .parse::<IpAddr>()
+        .map(|address| address.to_canonical())
+        .unwrap_or(peer)
 }
 
 fn bearer_is_public_or_admin_key(config: &Config, headers: &HeaderMap) -> bool {
@@ -335,6 +358,22 @@ mod tests {
                 Some("p".into())
             );
         }
+    }
+
+    #[test]
+    fn the_limit_counts_the_vouched_address_and_never_a_made_up_one() {
+        let peer: IpAddr = "10.0.0.1".parse().unwrap();
+        assert_eq!(
+            limited_address("203.0.113.9", peer),
+            "203.0.113.9".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            limited_address("::ffff:203.0.113.9", peer),
+            "203.0.113.9".parse::<IpAddr>().unwrap(),
+            "a mapped IPv4 address counts as the IPv4 address"
+        );
+        assert_eq!(limited_address("not-an-address", peer), peer);
+        assert_eq!(limited_address("10.0.0.1", peer), peer);
     }
 
     #[test]

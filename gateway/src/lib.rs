@@ -8,6 +8,7 @@ mod cookies;
 mod events;
 mod health;
 mod hub;
+mod join_form;
 mod pages;
 mod places;
 mod protection;
@@ -48,6 +49,8 @@ pub(crate) struct GatewayState {
     /// Channel for the engine's gRPC health service, for readiness.
     pub(crate) engine_health: Channel,
     pub(crate) join_limiter: Arc<JoinRateLimiter>,
+    /// CHECK_LIMIT_PER_MIN: door checks per client address (the vouched one when vouched).
+    pub(crate) check_limiter: Arc<JoinRateLimiter>,
     pub(crate) stream_limits: Arc<StreamLimits>,
     pub(crate) hubs: Arc<RoomHubs>,
     /// Turns true when the process stops: open event streams end on it.
@@ -81,6 +84,7 @@ impl GatewayApp {
         let state = GatewayState {
             keyring: Arc::new(config.keyring()),
             join_limiter: Arc::new(JoinRateLimiter::per_minute(config.join_limit_per_min)),
+            check_limiter: Arc::new(JoinRateLimiter::per_minute(config.check_limit_per_min)),
             stream_limits: StreamLimits::new(config.sse_max_total, config.sse_per_ip),
             hubs: RoomHubs::new(engine.clone(), shutdown.clone()),
             config,
@@ -103,7 +107,10 @@ impl GatewayApp {
                 get(events::events).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
             )
             .route("/healthz", get(health::health))
-            .route("/w/{room_id}", get(pages::waiting_page))
+            .route(
+                "/w/{room_id}",
+                get(pages::waiting_page).post(join_form::join_form),
+            )
             .route("/assets/{name}", get(pages::asset))
             .route("/__qm/assets/{name}", get(pages::asset))
             .method_not_allowed_fallback(qm_edge::method_not_allowed)

@@ -1,53 +1,271 @@
 //! The pages a visitor's browser loads from the gateway: `/w/:roomId` (the waiting page from
 //! qm-web with the room's name and branding injected) and the page's content-hashed assets,
 //! cached forever.
+//!
+//! The page is also served for browsers without JavaScript, which have no second way to hold or
+//! recover a place: GET reads the browser's place from its `qm_<room>` and `qms_<room>` cookies
+//! and renders it as text (with a meta refresh, and the way through once passed); the form it
+//! offers posts to [`crate::join_form`]. The same read fills `lapsed` in
+//! the page config: "expired" when the visitor's own entry window ran out, "reset" when the
+//! operator or the room discarded the place (eject, purge, room reset), absent when nothing is
+//! known to be lost. A cookie that does not verify (forged, garbage, too old, another room's) is
+//! not a lapse: it never named a place we can speak for, exactly as `/api/join` treats it.
 
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Response};
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::header::{ACCEPT_LANGUAGE, CACHE_CONTROL, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use qm_core::clock::now_ms;
 use qm_core::ids::is_valid_room_id;
-use qm_proto::{RoomInfoReply, RoomRef};
+use qm_core::{ApiError, ErrorCode};
+use qm_proto::{PlaceStatus, RoomInfoReply, RoomRef, StatusRequest, place_reply, place_status};
+use qm_web::{JoinNotice, Lapsed, Locale, OperatorMessage, PageView, PlaceView};
 use serde_json::{Map, Value, json};
 
 use crate::GatewayState;
+use crate::cookies::{RequestCookies, queue_cookie_name};
+use crate::places::presented_session_hash;
 use crate::request::QueryParams;
+use crate::status_body::Branding;
 
 /// The page loads only its own script and style (no inline code); images may come from the
 /// brand's CDN.
 const WAITING_PAGE_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: https:; \
      connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'";
 
+/// What the server could read of the browser's place.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PlaceRead {
+    /// No cookie token that verifies for this room.
+    NoToken,
+    /// The engine says the place is gone; `None` when its reason is one we cannot name.
+    Lapsed(Option<Lapsed>),
+    Place(Box<PlaceStatus>),
+    /// The engine could not be asked (or the room is gone, which the room info says).
+    Unknown,
+}
+
+/// The engine's word for a refusal, as the page says it: the visitor's own entry window ran out
+/// (`expired`), or we discarded the place (`reset`).
+fn lapsed_of(reason: &str) -> Option<Lapsed> {
+    match reason {
+        "expired" => Some(Lapsed::Expired),
+        "ejected" | "purged" | "room_reset" => Some(Lapsed::Reset),
+        _ => None,
+    }
+}
+
 /// GET /w/:roomId.
 pub(crate) async fn waiting_page(
     State(state): State<GatewayState>,
     Path(room_id): Path<String>,
     query: QueryParams,
+    headers: HeaderMap,
 ) -> Response {
     if !is_valid_room_id(&room_id) {
         return page_response(StatusCode::NOT_FOUND, qm_web::not_found_page());
     }
-    let info = state
+    let cookies = RequestCookies::from_headers(&headers);
+    let (info, place) = tokio::join!(
+        room_info(&state, &room_id),
+        read_place(&state, &room_id, &cookies)
+    );
+    let locale = locale_of(&headers);
+    let page = render_page(
+        &room_id,
+        info.as_ref(),
+        &place,
+        query.non_empty("qm_return"),
+        locale,
+        None,
+    );
+    page_response(StatusCode::OK, page)
+}
+
+/// `/w/<room>`, with `?qm_return=` when one was asked for.
+pub(crate) fn page_path(room_id: &str, return_url: Option<&str>) -> String {
+    match return_url {
+        Some(return_url) => format!(
+            "/w/{room_id}?qm_return={}",
+            url::form_urlencoded::byte_serialize(return_url.as_bytes()).collect::<String>()
+        ),
+        None => format!("/w/{room_id}"),
+    }
+}
+
+pub(crate) async fn room_info(state: &GatewayState, room_id: &str) -> Option<RoomInfoReply> {
+    match state
         .engine
         .clone()
         .room_info(RoomRef {
-            room_id: room_id.clone(),
+            room_id: room_id.to_owned(),
         })
-        .await;
-    let config = match info {
-        Ok(info) => page_config(&room_id, &info.into_inner(), query.non_empty("qm_return")),
+        .await
+    {
+        Ok(info) => Some(info.into_inner()),
         Err(status) => {
             // The page still loads and keeps trying to join; it says nothing about the room yet.
             tracing::warn!(room_id, code = ?status.code(), "room info unavailable for the waiting page");
-            json!({ "roomId": room_id, "found": null })
+            None
         }
-    };
-    page_response(StatusCode::OK, qm_web::waiting_page(&config))
+    }
 }
 
-/// What the page's script reads as `window.QM_CONFIG`.
-fn page_config(room_id: &str, info: &RoomInfoReply, return_url: Option<&str>) -> Value {
+/// The browser's place in `room_id`, from its cookies.
+async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookies) -> PlaceRead {
+    let Some(presented) = cookies
+        .get(&queue_cookie_name(room_id))
+        .and_then(|token| state.token_check().verify(token, Some(room_id)))
+    else {
+        return PlaceRead::NoToken;
+    };
+    // Fields other callers add to this request later stay at their defaults here.
+    #[allow(
+        clippy::needless_update,
+        reason = "keeps this literal valid when the proto grows"
+    )]
+    let request = StatusRequest {
+        room_id: room_id.to_owned(),
+        claim: Some(presented.engine_claim()),
+        session_hash: presented_session_hash(cookies, room_id),
+        ..Default::default()
+    };
+    match state.engine.clone().status(request).await {
+        Ok(reply) => match reply.into_inner().outcome {
+            Some(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place)),
+            Some(place_reply::Outcome::Lapsed(lapsed)) => {
+                let kind = lapsed_of(&lapsed.reason);
+                if kind.is_none() {
+                    tracing::warn!(
+                        room_id,
+                        reason = lapsed.reason,
+                        "a lapse reason the page cannot name"
+                    );
+                }
+                PlaceRead::Lapsed(kind)
+            }
+            None => PlaceRead::Unknown,
+        },
+        Err(status) => {
+            let error = ApiError::from_status(&status);
+            if error.code == ErrorCode::RoomNotFound {
+                // The room is gone, so is the place: the room info says "not found".
+                PlaceRead::Lapsed(Some(Lapsed::Reset))
+            } else {
+                PlaceRead::Unknown
+            }
+        }
+    }
+}
+
+pub(crate) fn locale_of(headers: &HeaderMap) -> Locale {
+    Locale::from_accept_language(
+        headers
+            .get(ACCEPT_LANGUAGE)
+            .and_then(|value| value.to_str().ok()),
+    )
+}
+
+/// The waiting page for what the server knows: the config for the script and the rendered view.
+pub(crate) fn render_page(
+    room_id: &str,
+    info: Option<&RoomInfoReply>,
+    place: &PlaceRead,
+    return_url: Option<&str>,
+    locale: Locale,
+    notice: Option<JoinNotice>,
+) -> String {
+    let now = now_ms();
+    let Some(info) = info else {
+        let config = json!({ "roomId": room_id, "found": null });
+        let view = PageView {
+            locale,
+            place: PlaceView::Unavailable,
+            notice,
+            message: None,
+            form_action: page_path(room_id, None),
+        };
+        return qm_web::waiting_page(&config, &view);
+    };
+    if !info.found {
+        // The script says so itself from `found: false`; the text is for a browser without it.
+        let view = PageView {
+            locale,
+            place: PlaceView::NoRoom,
+            notice,
+            message: None,
+            form_action: page_path(room_id, None),
+        };
+        let config = page_config(room_id, info, None, now);
+        return qm_web::waiting_page(&config, &view);
+    }
+    let return_url = return_url.filter(|url| return_url_allowed(url, &info.return_origins));
+    let lapsed = match place {
+        PlaceRead::Lapsed(lapsed) => *lapsed,
+        _ => None,
+    };
+    let mut config = page_config(room_id, info, return_url, now);
+    if let (Some(lapsed), Value::Object(fields)) = (lapsed, &mut config) {
+        fields.insert("lapsed".into(), json!(lapsed.as_str()));
+    }
+    let branding = Branding::parse(&info.branding_json);
+    let message = branding.message.map(|text| OperatorMessage {
+        text,
+        age_sec: branding
+            .message_at
+            .map(|message_at| (now.saturating_sub(message_at).max(0) / 1000) as u64),
+    });
+    let view = PageView {
+        locale,
+        place: place_view(place, return_url, now),
+        notice,
+        message,
+        form_action: page_path(room_id, return_url),
+    };
+    qm_web::waiting_page(&config, &view)
+}
+
+/// What a visitor without JavaScript is shown for the place read. Only a place this browser
+/// owns (its ownership cookie is the place's binding) is shown as theirs: any other would be
+/// replaced by their next join anyway.
+fn place_view(place: &PlaceRead, return_url: Option<&str>, now: i64) -> PlaceView {
+    match place {
+        PlaceRead::NoToken => PlaceView::Join { lapsed: None },
+        PlaceRead::Lapsed(lapsed) => PlaceView::Join { lapsed: *lapsed },
+        PlaceRead::Unknown => PlaceView::Unavailable,
+        PlaceRead::Place(place) => {
+            let bypass_pass = matches!(place.place, Some(place_status::Place::Ticket(0)));
+            if place.passed && (place.bound || bypass_pass) {
+                let target = return_url.unwrap_or(&place.redirect_url);
+                if target.starts_with("https://") || target.starts_with("http://") {
+                    return PlaceView::Passed {
+                        target_url: target.to_owned(),
+                    };
+                }
+                return PlaceView::Unavailable;
+            }
+            if place.passed || !place.bound {
+                return PlaceView::Join { lapsed: None };
+            }
+            let opens_in_sec = (place.state == "scheduled")
+                .then_some(place.opens_at_ms)
+                .flatten()
+                .map(|opens_at_ms| (opens_at_ms.saturating_sub(now).max(0) / 1000) as u64);
+            PlaceView::Waiting {
+                position: place.position,
+                ahead: place.ahead,
+                eta_sec: place.eta_sec,
+                paused: place.state == "paused",
+                opens_in_sec,
+            }
+        }
+    }
+}
+
+/// What the page's script reads as `window.QM_CONFIG`. `now` travels beside every server
+/// instant it carries (opensAt, branding.messageAt), so the page renders them in the device's
+/// frame.
+fn page_config(room_id: &str, info: &RoomInfoReply, return_url: Option<&str>, now: i64) -> Value {
     if !info.found {
         return json!({ "roomId": room_id, "found": false });
     }
@@ -55,6 +273,7 @@ fn page_config(room_id: &str, info: &RoomInfoReply, return_url: Option<&str>) ->
         Ok(Value::Object(branding)) => branding,
         _ => Map::new(),
     };
+    let carries_instant = info.opens_at_ms.is_some() || branding.contains_key("messageAt");
     let mut config = Map::new();
     config.insert("roomId".into(), json!(room_id));
     config.insert("found".into(), json!(true));
@@ -63,7 +282,9 @@ fn page_config(room_id: &str, info: &RoomInfoReply, return_url: Option<&str>) ->
     config.insert("state".into(), json!(info.effective_state));
     if let Some(opens_at_ms) = info.opens_at_ms {
         config.insert("opensAt".into(), json!(opens_at_ms));
-        config.insert("now".into(), json!(now_ms()));
+    }
+    if carries_instant {
+        config.insert("now".into(), json!(now));
     }
     // A return URL the room's policy refuses is stripped, never honoured (open redirect).
     if let Some(return_url) = return_url.filter(|url| return_url_allowed(url, &info.return_origins))
@@ -88,7 +309,7 @@ pub(crate) fn return_url_allowed(url: &str, return_origins: &[String]) -> bool {
     })
 }
 
-fn page_response(status: StatusCode, html: String) -> Response {
+pub(crate) fn page_response(status: StatusCode, html: String) -> Response {
     let mut response = (status, Html(html)).into_response();
     let headers = response.headers_mut();
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -158,14 +379,133 @@ mod tests {
 
     #[test]
     fn the_page_config_carries_the_room_and_strips_a_refused_return() {
-        let config = page_config("drop", &info(), Some("https://shop.example/cart"));
+        let config = page_config("drop", &info(), Some("https://shop.example/cart"), 7);
         assert_eq!(config["roomId"], "drop");
         assert_eq!(config["name"], "The drop");
         assert_eq!(config["branding"]["title"], "Big drop");
         assert_eq!(config["returnUrl"], "https://shop.example/cart");
-        let refused = page_config("drop", &info(), Some("https://evil.example/"));
+        let refused = page_config("drop", &info(), Some("https://evil.example/"), 7);
         assert!(refused.get("returnUrl").is_none());
-        let unknown = page_config("nope", &RoomInfoReply::default(), None);
+        let unknown = page_config("nope", &RoomInfoReply::default(), None, 7);
         assert_eq!(unknown, json!({ "roomId": "nope", "found": false }));
+    }
+
+    #[test]
+    fn now_travels_beside_every_server_instant_of_the_config() {
+        let plain = page_config("drop", &info(), None, 7);
+        assert!(plain.get("now").is_none(), "no instant, no now");
+        let message = RoomInfoReply {
+            branding_json: r#"{"message":"Doors at six","messageAt":1700000000000}"#.into(),
+            ..info()
+        };
+        let config = page_config("drop", &message, None, 7);
+        assert_eq!(config["branding"]["messageAt"], 1_700_000_000_000_i64);
+        assert_eq!(config["now"], 7);
+        let scheduled = RoomInfoReply {
+            opens_at_ms: Some(99),
+            ..info()
+        };
+        let config = page_config("drop", &scheduled, None, 7);
+        assert_eq!(
+            (config["opensAt"].clone(), config["now"].clone()),
+            (json!(99), json!(7))
+        );
+    }
+
+    #[test]
+    fn the_engines_word_maps_to_expired_or_reset() {
+        assert_eq!(lapsed_of("expired"), Some(Lapsed::Expired));
+        for reason in ["ejected", "purged", "room_reset"] {
+            assert_eq!(lapsed_of(reason), Some(Lapsed::Reset), "{reason}");
+        }
+        assert_eq!(lapsed_of("something_new"), None);
+    }
+
+    #[test]
+    fn the_lapse_reaches_the_config_only_when_the_engine_said_so() {
+        let lapsed =
+            |place: &PlaceRead| render_page("drop", Some(&info()), place, None, Locale::En, None);
+        assert!(
+            lapsed(&PlaceRead::Lapsed(Some(Lapsed::Expired))).contains(r#""lapsed":"expired""#)
+        );
+        assert!(lapsed(&PlaceRead::Lapsed(Some(Lapsed::Reset))).contains(r#""lapsed":"reset""#));
+        for nothing_lost in [
+            PlaceRead::NoToken,
+            PlaceRead::Unknown,
+            PlaceRead::Lapsed(None),
+        ] {
+            assert!(
+                !lapsed(&nothing_lost).contains(r#""lapsed""#),
+                "{nothing_lost:?}"
+            );
+        }
+        let gone = render_page(
+            "drop",
+            Some(&RoomInfoReply::default()),
+            &PlaceRead::NoToken,
+            None,
+            Locale::En,
+            None,
+        );
+        assert!(gone.contains(r#""found":false"#));
+        assert!(gone.contains("This waiting room does not exist"));
+        assert!(
+            !gone.contains("<form"),
+            "no place to take in a room that is not there"
+        );
+    }
+
+    fn waiting(bound: bool, passed: bool) -> PlaceRead {
+        PlaceRead::Place(Box::new(PlaceStatus {
+            place: Some(place_status::Place::Ticket(4)),
+            position: (!passed).then_some(2),
+            ahead: (!passed).then_some(1),
+            eta_sec: Some(30),
+            state: "active".into(),
+            passed,
+            bound,
+            redirect_url: "https://shop.example/checkout".into(),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn only_an_owned_place_is_shown_as_the_visitors() {
+        assert!(matches!(
+            place_view(&waiting(true, false), None, 0),
+            PlaceView::Waiting {
+                position: Some(2),
+                ..
+            }
+        ));
+        assert_eq!(
+            place_view(&waiting(false, false), None, 0),
+            PlaceView::Join { lapsed: None }
+        );
+        assert_eq!(
+            place_view(&waiting(true, true), Some("https://shop.example/cart"), 0),
+            PlaceView::Passed {
+                target_url: "https://shop.example/cart".into()
+            }
+        );
+        assert_eq!(
+            place_view(&waiting(true, true), None, 0),
+            PlaceView::Passed {
+                target_url: "https://shop.example/checkout".into()
+            }
+        );
+        assert_eq!(
+            place_view(&waiting(false, true), None, 0),
+            PlaceView::Join { lapsed: None }
+        );
+    }
+
+    #[test]
+    fn the_page_path_keeps_the_return_encoded() {
+        assert_eq!(page_path("drop", None), "/w/drop");
+        assert_eq!(
+            page_path("drop", Some("https://shop.example/a?b=1&c=2")),
+            "/w/drop?qm_return=https%3A%2F%2Fshop.example%2Fa%3Fb%3D1%26c%3D2"
+        );
     }
 }

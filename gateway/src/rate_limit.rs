@@ -1,7 +1,7 @@
-//! Per-client limits of this process: the join rate limiter (JOIN_LIMIT_PER_MIN, a token bucket
-//! per client address) and the open-stream counters (SSE_MAX_TOTAL, SSE_PER_IP). Both are
-//! sharded maps behind short std mutexes, never held across an await, so a surge of concurrent
-//! joins from many addresses does not queue on one lock.
+//! Per-client limits of this process: the join and door-check rate limiters (JOIN_LIMIT_PER_MIN,
+//! CHECK_LIMIT_PER_MIN; a token bucket per client address) and the open-stream counters
+//! (SSE_MAX_TOTAL, SSE_PER_IP). Both are sharded maps behind short std mutexes, never held across
+//! an await, so a surge of concurrent joins from many addresses does not queue on one lock.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -122,6 +122,15 @@ impl JoinRateLimiter {
         ApiError::new(
             ErrorCode::RateLimited,
             "too many joins from this address; wait a moment and try again",
+        )
+        .with_retry_after(retry_after_sec)
+    }
+
+    /// The 429 a refused door check answers.
+    pub(crate) fn check_refusal(retry_after_sec: u64) -> ApiError {
+        ApiError::new(
+            ErrorCode::RateLimited,
+            "too many door checks for this client address; wait a moment and try again",
         )
         .with_retry_after(retry_after_sec)
     }

@@ -147,7 +147,11 @@ pub(crate) async fn join(
 }
 
 /// The claims of the place the engine answered, issued now.
-fn claims_of(room_id: &str, place: &PlaceStatus, now: i64) -> Result<VisitorClaims, AppError> {
+pub(crate) fn claims_of(
+    room_id: &str,
+    place: &PlaceStatus,
+    now: i64,
+) -> Result<VisitorClaims, AppError> {
     let visitor_place = match place.place {
         Some(place_status::Place::Ticket(ticket)) => VisitorPlace::Ticket(ticket),
         Some(place_status::Place::Handle(handle)) => VisitorPlace::Handle(handle),

@@ -1,7 +1,7 @@
 //! Durable-store behaviour that has no memory-store counterpart, on a private Valkey and a
 //! fresh database whatever `QM_TEST_STORE` says.
 
-use qm_tests::servers::ValkeyOptions;
+use qm_tests::servers::{TcpProxy, ValkeyOptions, rewrite_port};
 use qm_tests::{Backing, room_body, spawn_app_on};
 use serde_json::json;
 
@@ -67,4 +67,44 @@ async fn the_journal_carries_every_change_in_seq_order() {
         .await
         .expect("read the head");
     assert_eq!(last, 5);
+}
+
+/// The engine's refusal keeps its retry hint on the way to the visitor: `qm-retry-after` over
+/// gRPC, `Retry-After` over HTTP.
+#[tokio::test]
+async fn a_join_the_journal_cannot_record_answers_503_with_retry_after() {
+    let backing = Backing::start(ValkeyOptions::default()).await;
+    let proxy = TcpProxy::start(backing.database.server_addr()).await;
+    let proxied = rewrite_port(&backing.database.url(), proxy.addr());
+    let app = spawn_app_on(Some(backing), &[("DATABASE_URL", proxied.as_str())]).await;
+    app.create_room(room_body("cut", 0, json!({}))).await;
+    assert_eq!(app.join("cut", None, None).await.status, 200);
+
+    proxy.cut();
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let reply = app.join("cut", None, None).await;
+            if reply.status != 200 {
+                break reply;
+            }
+        }
+    })
+    .await
+    .expect("a join is refused while the journal is cut");
+    assert_eq!(
+        (refused.status, refused.code()),
+        (503, "storage_unavailable"),
+        "{}",
+        refused.text
+    );
+    let retry_after: u64 = refused
+        .header("retry-after")
+        .and_then(|value| value.parse().ok())
+        .expect("Retry-After on storage_unavailable");
+    assert!(retry_after >= 1);
+    assert!(
+        refused.cookie("qm_cut").is_none(),
+        "no ticket is handed out"
+    );
+    proxy.restore();
 }

@@ -7,10 +7,33 @@
   var STREAM_RETRY_MS = 10000;
   var REJOIN_GUARD_MS = 10000;
 
+  // The sentences this page has in every locale it speaks. The page's language is the one the
+  // server chose from Accept-Language (<html lang>), which the browser derives from its own
+  // language list; navigator.language is the fallback when the attribute names none we speak.
+  var SENTENCES = {
+    en: {
+      lapsedExpired: "Your turn came, but the time to enter ran out.",
+      lapsedReset: "Your earlier place in line was cancelled on our side, not because of anything you did.",
+      lapsedRejoining: "Getting you a new place in line…",
+      lapsedRejoined: "You have a new place at the back of the line.",
+      messagePostedAt: "Posted at {time}"
+    },
+    th: {
+      lapsedExpired: "ถึงคิวของคุณแล้ว แต่หมดเวลาเข้าใช้งาน",
+      lapsedReset: "ที่ของคุณในคิวก่อนหน้านี้ถูกยกเลิกโดยทางเรา ไม่ได้เกิดจากสิ่งที่คุณทำ",
+      lapsedRejoining: "กำลังจัดที่ใหม่ในคิวให้คุณ…",
+      lapsedRejoined: "คุณได้รับที่ใหม่ต่อท้ายคิวแล้ว",
+      messagePostedAt: "ประกาศเมื่อเวลา {time}"
+    }
+  };
+
   var config = readConfig();
   window.QM_CONFIG = config;
+  var locale = pickLocale();
 
   var elements = {
+    status: document.getElementById("qm-status"),
+    lapsed: document.getElementById("qm-lapsed"),
     lead: document.getElementById("qm-lead"),
     figures: document.getElementById("qm-figures"),
     position: document.getElementById("qm-position"),
@@ -30,6 +53,11 @@
   var pollTimer = null;
   var streamRetryTimer = null;
   var lastRejoinAt = 0;
+  // The token of a place that lapsed, sent on the rejoin that replaces it: the server carries
+  // what was filed against the old place (a turn notification) over to the new one.
+  var deadToken = null;
+  // What the visitor was told about a lapse, until the replacement place is theirs.
+  var lapsedKind = null;
   var firstPosition = null;
   var redirecting = false;
   // Server clock minus device clock, from the last frame that carried `now`.
@@ -46,6 +74,24 @@
     } catch (error) {
       return {};
     }
+  }
+
+  function pickLocale() {
+    var candidates = [document.documentElement.getAttribute("lang"), window.navigator && window.navigator.language];
+    for (var index = 0; index < candidates.length; index += 1) {
+      var primary = String(candidates[index] || "").toLowerCase().split("-")[0];
+      if (Object.prototype.hasOwnProperty.call(SENTENCES, primary)) {
+        return primary;
+      }
+    }
+    return "en";
+  }
+
+  function t(key, values) {
+    var text = SENTENCES[locale][key] || SENTENCES.en[key] || "";
+    return text.replace(/\{(\w+)\}/g, function (whole, name) {
+      return values && Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole;
+    });
   }
 
   function setText(element, text) {
@@ -85,6 +131,18 @@
     }
   }
 
+  function cookieToken() {
+    var name = "qm_" + roomId + "=";
+    var parts = (document.cookie || "").split(";");
+    for (var index = 0; index < parts.length; index += 1) {
+      var part = parts[index].replace(/^\s+/, "");
+      if (part.indexOf(name) === 0) {
+        return part.slice(name.length) || null;
+      }
+    }
+    return null;
+  }
+
   function formatWait(seconds) {
     if (seconds === null || seconds === undefined) {
       return "Not known yet";
@@ -118,14 +176,26 @@
     return null;
   }
 
-  function renderMessage(status) {
-    if (typeof status.message === "string" && status.message) {
-      setText(elements.messageText, status.message);
-      setText(elements.messageTime, typeof status.messageAt === "number" ? "Posted at " + deviceTime(status.messageAt) : "");
+  function renderMessage(message, messageAt) {
+    // The pane stays in every state; only a frame that speaks for the room changes it.
+    if (typeof message === "string" && message.replace(/^\s+|\s+$/g, "")) {
+      setText(elements.messageText, message);
+      setText(elements.messageTime, typeof messageAt === "number" ? t("messagePostedAt", { time: deviceTime(messageAt) }) : "");
       elements.message.hidden = false;
     } else {
       elements.message.hidden = true;
     }
+  }
+
+  function lapsedKindOf(reason) {
+    // The engine's word for the refusal: the visitor's own window ran out, or we discarded it.
+    return reason === "expired" ? "expired" : "reset";
+  }
+
+  function showLapsed(kind, follow) {
+    lapsedKind = kind;
+    setText(elements.lapsed, t(kind === "expired" ? "lapsedExpired" : "lapsedReset") + " " + t(follow));
+    elements.lapsed.hidden = false;
   }
 
   function renderFigures(status) {
@@ -150,7 +220,6 @@
     if (typeof status.now === "number") {
       clockOffsetMs = status.now - Date.now();
     }
-    renderMessage(status);
     if (status.expired) {
       renderLapsed(status.reason);
       return;
@@ -159,6 +228,7 @@
       renderPassed(status);
       return;
     }
+    renderMessage(status.message, status.messageAt);
     renderFigures(status);
     if (status.state === "scheduled" && typeof status.opensAt === "number") {
       setText(elements.lead, "The doors open at " + deviceTime(status.opensAt) + ". You are in the pre-queue; places are drawn at random when the doors open, so there is no need to hurry.");
@@ -170,6 +240,8 @@
   }
 
   function renderPassed(status) {
+    renderMessage(status.message, status.messageAt);
+    elements.lapsed.hidden = true;
     elements.figures.hidden = true;
     elements.progress.hidden = true;
     setText(elements.lead, "It is your turn! Taking you through…");
@@ -183,37 +255,26 @@
     }
   }
 
-  function lapsedSentence(reason) {
-    switch (reason) {
-      case "expired":
-        return "Your turn came, but the time to enter ran out.";
-      case "ejected":
-      case "purged":
-        return "Your earlier place in line was removed by the organiser.";
-      case "room_reset":
-        return "The waiting room was reset, so your earlier place no longer exists.";
-      default:
-        return "Your earlier place in line is no longer valid.";
-    }
-  }
-
   function renderLapsed(reason) {
     elements.figures.hidden = true;
     elements.progress.hidden = true;
     closeStream();
     stopPolling();
+    if (token) {
+      deadToken = token;
+    }
     storeToken(null);
     firstPosition = null;
+    showLapsed(lapsedKindOf(reason), "lapsedRejoining");
+    setText(elements.lead, t("lapsedRejoining"));
     var now = Date.now();
     if (now - lastRejoinAt < REJOIN_GUARD_MS) {
       // The new place lapsed at once: wait a little rather than loop.
-      setText(elements.lead, lapsedSentence(reason) + " Trying again shortly…");
-      window.setTimeout(function () { join(null); }, REJOIN_GUARD_MS);
+      window.setTimeout(function () { join(deadToken); }, REJOIN_GUARD_MS);
       return;
     }
-    setText(elements.lead, lapsedSentence(reason) + " Getting you a new place in line…");
     lastRejoinAt = now;
-    join(null);
+    join(deadToken);
   }
 
   function retryAfterMs(response, fallbackMs) {
@@ -241,6 +302,14 @@
         if (response.ok && typeof answer.token === "string") {
           showNotice("");
           storeToken(answer.token);
+          if (lapsedKind && answer.token !== deadToken) {
+            showLapsed(lapsedKind, "lapsedRejoined");
+          } else if (lapsedKind) {
+            // The server kept the place after all: there is no lapse to tell.
+            lapsedKind = null;
+            elements.lapsed.hidden = true;
+          }
+          deadToken = null;
           render(answer);
           if (!answer.passed) {
             openStream();
@@ -253,10 +322,11 @@
         }
         if (answer.code === "invalid_token_field") {
           storeToken(null);
+          deadToken = null;
         }
         var wait = retryAfterMs(response, 5000);
         showNotice((answer.error || "We could not get you a place in line just now.") + " Retrying in " + Math.round(wait / 1000) + " s.");
-        window.setTimeout(function () { join(token); }, wait);
+        window.setTimeout(function () { join(token || deadToken); }, wait);
       });
     }).catch(function () {
       showNotice("You seem to be offline. Retrying…");
@@ -369,12 +439,29 @@
       });
   }
 
+  // With the script running, its live status replaces the server-rendered one.
+  elements.status.hidden = false;
+  if (typeof config.now === "number") {
+    clockOffsetMs = config.now - Date.now();
+  }
+  if (config.branding && typeof config.branding === "object") {
+    renderMessage(config.branding.message, config.branding.messageAt);
+  }
   if (!roomId) {
     setText(elements.lead, "This page does not name a waiting room.");
     return;
   }
   if (config.found === false) {
     renderNotFound();
+    return;
+  }
+  if (config.lapsed === "expired" || config.lapsed === "reset") {
+    // The server read this browser's place and the engine said it is gone: say what happened,
+    // and rejoin presenting the dead token so the server mints the replacement.
+    deadToken = cookieToken() || storedToken();
+    showLapsed(config.lapsed, "lapsedRejoining");
+    lastRejoinAt = Date.now();
+    join(deadToken);
     return;
   }
   join(storedToken());

@@ -8,6 +8,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
+mod sentences;
+mod view;
+
+pub use view::{
+    JoinNotice, Lapsed, Locale, NOSCRIPT_REFRESH_SEC, OperatorMessage, PageView, PlaceView,
+};
+
 const WAITING_HTML: &str = include_str!("../assets/waiting.html");
 const WAITING_CSS: &str = include_str!("../assets/waiting.css");
 const WAITING_JS: &str = include_str!("../assets/waiting.js");
@@ -83,14 +90,60 @@ pub fn waiting_js_path() -> String {
 
 /// The waiting page for one room. `config_json` is what the script reads as `window.QM_CONFIG`
 /// (roomId, name, branding, ...); it travels in a JSON script element, never as inline code, so
-/// the page runs under a CSP without `unsafe-inline`.
-pub fn waiting_page(config_json: &serde_json::Value) -> String {
+/// the page runs under a CSP without `unsafe-inline`. `view` is the server-rendered half: the
+/// operator's message and what a visitor without JavaScript sees.
+pub fn waiting_page(config_json: &serde_json::Value, view: &PageView) -> String {
     let title = page_title(config_json);
-    WAITING_HTML
-        .replace("{{TITLE}}", &escape_html(&title))
-        .replace("{{CSS_HREF}}", &waiting_css_path())
-        .replace("{{JS_HREF}}", &waiting_js_path())
-        .replace("{{CONFIG_JSON}}", &json_for_script_element(config_json))
+    let (message_heading, message_text, message_time, message_hidden) = view.message_parts();
+    fill_template(
+        WAITING_HTML,
+        &[
+            ("LANG", view.locale.tag().to_owned()),
+            ("TITLE", escape_html(&title)),
+            ("CSS_HREF", waiting_css_path()),
+            ("JS_HREF", waiting_js_path()),
+            ("NOSCRIPT_HEAD", view.noscript_head()),
+            (
+                "MESSAGE_HIDDEN",
+                if message_hidden { " hidden" } else { "" }.to_owned(),
+            ),
+            ("MESSAGE_HEADING", message_heading),
+            ("MESSAGE_TEXT", message_text),
+            ("MESSAGE_TIME", message_time),
+            ("NOSCRIPT_BODY", view.noscript_body()),
+            ("CONFIG_JSON", json_for_script_element(config_json)),
+        ],
+    )
+}
+
+/// Fills every `{{NAME}}` of `template` in one pass, so text that came from a room (a title, a
+/// message) is never itself scanned for placeholders. An unknown name is left as it is.
+fn fill_template(template: &str, values: &[(&str, String)]) -> String {
+    let mut filled = String::with_capacity(template.len() + 1024);
+    let mut rest = template;
+    while let Some(start) = rest.find("{{") {
+        filled.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let value = after.find("}}").and_then(|end| {
+            let name = &after[..end];
+            values
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| (value, end))
+        });
+        match value {
+            Some((value, end)) => {
+                filled.push_str(value);
+                rest = &after[end + 2..];
+            }
+            None => {
+                filled.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    filled.push_str(rest);
+    filled
 }
 
 /// The page for a path that names no room (an invalid room id).
@@ -122,7 +175,7 @@ fn json_for_script_element(value: &serde_json::Value) -> String {
         .replace('&', "\\u0026")
 }
 
-fn escape_html(text: &str) -> String {
+pub(crate) fn escape_html(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for character in text.chars() {
         match character {
@@ -141,6 +194,20 @@ fn escape_html(text: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn plain_view() -> PageView {
+        PageView {
+            locale: Locale::En,
+            place: PlaceView::Join { lapsed: None },
+            notice: None,
+            message: None,
+            form_action: "/w/launch".into(),
+        }
+    }
+
+    fn render(config: &serde_json::Value) -> String {
+        waiting_page(config, &plain_view())
+    }
 
     #[test]
     fn assets_are_served_under_their_content_hash() {
@@ -168,7 +235,7 @@ mod tests {
 
     #[test]
     fn the_page_links_its_assets_and_carries_the_config_as_data() {
-        let page = waiting_page(&json!({ "roomId": "launch", "name": "Launch <day>" }));
+        let page = render(&json!({ "roomId": "launch", "name": "Launch <day>" }));
         assert!(page.contains(&waiting_css_path()));
         assert!(page.contains(&waiting_js_path()));
         assert!(page.contains(r#"<script id="qm-config" type="application/json">"#));
@@ -182,7 +249,7 @@ mod tests {
     fn config_text_cannot_close_its_script_element() {
         let hostile =
             json!({ "roomId": "r", "branding": { "title": "</script><script>alert(1)</script>" } });
-        let page = waiting_page(&hostile);
+        let page = render(&hostile);
         let start = page
             .find(r#"<script id="qm-config""#)
             .expect("config element");
@@ -200,10 +267,69 @@ mod tests {
 
     #[test]
     fn branding_title_wins_over_the_room_name() {
-        let page =
-            waiting_page(&json!({ "name": "Room", "branding": { "title": "The big drop" } }));
+        let page = render(&json!({ "name": "Room", "branding": { "title": "The big drop" } }));
         assert!(page.contains("<title>The big drop</title>"));
-        let page = waiting_page(&json!({}));
+        let page = render(&json!({}));
         assert!(page.contains("<title>Waiting room</title>"));
+    }
+
+    #[test]
+    fn room_text_is_never_scanned_for_placeholders() {
+        let view = PageView {
+            message: Some(OperatorMessage {
+                text: "{{NOSCRIPT_BODY}} & {{CSS_HREF}}".into(),
+                age_sec: None,
+            }),
+            ..plain_view()
+        };
+        let page = waiting_page(&json!({ "name": "{{JS_HREF}}" }), &view);
+        assert!(page.contains("<title>{{JS_HREF}}</title>"));
+        assert!(page.contains("{{NOSCRIPT_BODY}} &amp; {{CSS_HREF}}"));
+        assert_eq!(page.matches("<noscript><div").count(), 1);
+    }
+
+    #[test]
+    fn the_page_speaks_the_chosen_language_and_renders_the_no_script_place() {
+        let view = PageView {
+            locale: Locale::Th,
+            place: PlaceView::Join {
+                lapsed: Some(Lapsed::Reset),
+            },
+            ..plain_view()
+        };
+        let page = waiting_page(&json!({ "roomId": "launch" }), &view);
+        assert!(page.contains(r#"<html lang="th">"#));
+        assert!(page.contains(Lapsed::Reset.sentence(Locale::Th)));
+        assert!(page.contains(r#"<form class="join-form" method="post" action="/w/launch">"#));
+        assert!(page.contains(r#"id="qm-message""#) && page.contains(r#"role="status""#));
+        assert!(!page.contains("{{"), "every placeholder is filled");
+    }
+
+    #[test]
+    fn the_scripts_sentences_exist_in_every_locale() {
+        // The table in waiting.js: `en: { key: "...", ... }, th: { ... }`, one key a line.
+        let start = WAITING_JS
+            .find("var SENTENCES = {")
+            .expect("the sentence table");
+        let table = &WAITING_JS[start..];
+        let table = &table[..table.find("\n  };").expect("the table ends")];
+        let mut locales: Vec<(String, Vec<String>)> = Vec::new();
+        for line in table.lines().skip(1) {
+            let line = line.trim();
+            if let Some(locale) = line.strip_suffix(": {") {
+                locales.push((locale.to_owned(), Vec::new()));
+            } else if let Some((key, _)) = line.split_once(": \"")
+                && let Some((_, keys)) = locales.last_mut()
+            {
+                keys.push(key.to_owned());
+            }
+        }
+        let names: Vec<&str> = locales.iter().map(|(locale, _)| locale.as_str()).collect();
+        assert_eq!(names, ["en", "th"]);
+        assert!(locales[0].1.len() >= 5, "{:?}", locales[0].1);
+        assert_eq!(
+            locales[0].1, locales[1].1,
+            "the same keys in the same order"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! GET /api/check: pass, queue and the fail-open answer; vouching; CORS for the room's tag origins.
 
-use qm_tests::{room_body, spawn_app};
+use qm_tests::{TestApp, room_body, spawn_app, spawn_app_with};
 use serde_json::json;
 
 #[tokio::test]
@@ -133,4 +133,49 @@ async fn check_cors_answers_only_the_rooms_tag_origins_and_preflight_agrees() {
         );
         assert_ne!(actual_acao.as_deref(), Some("*"));
     }
+}
+
+/// One door check as an edge connector vouching for `ip` sends it (or an unvouched one).
+async fn check_for(app: &TestApp, ip: Option<&str>) -> qm_tests::Reply {
+    let mut request = app
+        .http
+        .get(format!("{}/api/check", app.gateway))
+        .query(&[("roomId", "limited")]);
+    if let Some(ip) = ip {
+        request = request
+            .query(&[("ip", ip), ("agent", "test-agent")])
+            .bearer_auth("public-api-key-0123");
+    }
+    app.send(request).await
+}
+
+#[tokio::test]
+async fn a_vouched_check_is_limited_per_vouched_address_not_per_caller() {
+    let app = spawn_app_with(&[("CHECK_LIMIT_PER_MIN", "2")]).await;
+    app.create_room(room_body("limited", 0, json!({}))).await;
+    for _ in 0..2 {
+        let allowed = check_for(&app, Some("203.0.113.9")).await;
+        assert_eq!(allowed.status, 200, "{}", allowed.text);
+    }
+    let refused = check_for(&app, Some("203.0.113.9")).await;
+    assert_eq!(refused.status, 429, "{}", refused.text);
+    assert_eq!(refused.code(), "rate_limited");
+    let retry_after: u64 = refused
+        .header("retry-after")
+        .and_then(|value| value.parse().ok())
+        .expect("Retry-After on the refusal");
+    assert!((1..=30).contains(&retry_after), "{retry_after}");
+
+    // Another visitor behind the same connector has a budget of their own ...
+    for _ in 0..2 {
+        assert_eq!(check_for(&app, Some("198.51.100.7")).await.status, 200);
+    }
+    assert_eq!(check_for(&app, Some("198.51.100.7")).await.status, 429);
+    // ... and so does the connector's own address, for checks it makes unvouched.
+    for _ in 0..2 {
+        assert_eq!(check_for(&app, None).await.status, 200);
+    }
+    assert_eq!(check_for(&app, None).await.status, 429);
+    // A vouched value that is not an address spends the caller's budget, not a fresh one.
+    assert_eq!(check_for(&app, Some("not-an-address")).await.status, 429);
 }

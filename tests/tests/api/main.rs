@@ -10,6 +10,7 @@ mod events;
 mod health;
 mod identity;
 mod outflow;
+mod pages;
 mod protection;
 mod refresh;
 mod routing;

@@ -1,0 +1,405 @@
+//! GET and POST /w/:roomId as a browser sees them: the `lapsed` key of the page config (from the
+//! engine's own word for the refusal), the join form and server-rendered place of a browser
+//! without JavaScript, the operator message with `now` beside `messageAt`, and the page's
+//! language.
+
+use std::time::Duration;
+
+use qm_tests::{Reply, TestApp, room_body, spawn_app, spawn_app_with};
+use serde_json::{Value, json};
+
+use crate::{token_generation, token_ticket};
+
+/// The page's `window.QM_CONFIG`, parsed from its JSON script element.
+fn page_config(page: &Reply) -> Value {
+    let marker = r#"<script id="qm-config" type="application/json">"#;
+    let start = page.text.find(marker).expect("the page carries its config") + marker.len();
+    let end = start
+        + page.text[start..]
+            .find("</script>")
+            .expect("config element ends");
+    serde_json::from_str(&page.text[start..end]).expect("the config is JSON")
+}
+
+/// GET /w/:roomId with a Cookie header (or none) and an Accept-Language.
+async fn page(app: &TestApp, room_id: &str, cookies: Option<&str>, language: &str) -> Reply {
+    let mut request = app
+        .http
+        .get(format!("{}/w/{room_id}", app.gateway))
+        .header(reqwest::header::ACCEPT_LANGUAGE, language);
+    if let Some(cookies) = cookies {
+        request = request.header(reqwest::header::COOKIE, cookies);
+    }
+    let reply = app.send(request).await;
+    assert_eq!(reply.status, 200, "page: {}", reply.text);
+    reply
+}
+
+/// What `lapsed` the page config of a browser holding `cookies` says.
+async fn lapsed_of(app: &TestApp, room_id: &str, cookies: Option<&str>) -> Value {
+    page_config(&page(app, room_id, cookies, "en").await)["lapsed"].clone()
+}
+
+/// The form a browser without JavaScript posts, sent from the page itself.
+async fn form_join(app: &TestApp, room_id: &str, cookies: Option<&str>) -> Reply {
+    let mut request = app
+        .http
+        .post(format!("{}/w/{room_id}", app.gateway))
+        .header(reqwest::header::ORIGIN, app.gateway.as_str())
+        .header("sec-fetch-site", "same-origin")
+        .header(
+            reqwest::header::CONTENT_TYPE,
+            "application/x-www-form-urlencoded",
+        )
+        .body("");
+    if let Some(cookies) = cookies {
+        request = request.header(reqwest::header::COOKIE, cookies);
+    }
+    app.send(request).await
+}
+
+/// The Cookie header a browser sends after a response that set both place cookies.
+fn cookies_after(reply: &Reply, room_id: &str) -> String {
+    format!(
+        "qm_{room_id}={}; qms_{room_id}={}",
+        reply
+            .cookie(&format!("qm_{room_id}"))
+            .expect("qm_ cookie set"),
+        reply
+            .cookie(&format!("qms_{room_id}"))
+            .expect("qms_ cookie set"),
+    )
+}
+
+fn cookie_token(cookies: &str, room_id: &str) -> String {
+    let prefix = format!("qm_{room_id}=");
+    cookies
+        .split("; ")
+        .find_map(|pair| pair.strip_prefix(&prefix))
+        .expect("the token cookie")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn an_ejected_or_purged_place_reads_reset_in_the_page_config() {
+    let app = spawn_app().await;
+    app.create_room(room_body("gone", 0, json!({}))).await;
+    let (_, first) = app.join_as_new_visitor("gone").await;
+    let (_, second) = app.join_as_new_visitor("gone").await;
+    // A live place lost nothing.
+    assert_eq!(lapsed_of(&app, "gone", Some(&first)).await, Value::Null);
+
+    let eject = app
+        .admin_post("/rooms/gone/eject", json!({ "ticket": 1 }))
+        .await;
+    assert_eq!(eject.status, 200, "{}", eject.text);
+    assert_eq!(lapsed_of(&app, "gone", Some(&first)).await, "reset");
+    assert_eq!(lapsed_of(&app, "gone", Some(&second)).await, Value::Null);
+
+    let purge = app.admin_post("/rooms/gone/purge", json!({})).await;
+    assert_eq!(purge.status, 200, "{}", purge.text);
+    assert_eq!(lapsed_of(&app, "gone", Some(&second)).await, "reset");
+    // The page without JavaScript says so too, and offers the replacement place.
+    let shown = page(&app, "gone", Some(&second), "en").await;
+    assert!(
+        shown
+            .text
+            .contains("Your earlier place in line was cancelled on our side"),
+        "{}",
+        shown.text
+    );
+    assert!(shown.text.contains(r#"method="post" action="/w/gone""#));
+}
+
+#[tokio::test]
+async fn a_pass_whose_entry_window_ran_out_reads_expired() {
+    let app = spawn_app().await;
+    app.create_room(room_body("ttl", 0, json!({ "passedTtlSec": 10 })))
+        .await;
+    let (_, cookies) = app.join_as_new_visitor("ttl").await;
+    app.admin_post("/rooms/ttl/flush", json!({ "count": 1 }))
+        .await;
+    // Passed and still inside its window: nothing lost, and the page sends the visitor on.
+    let passed = page(&app, "ttl", Some(&cookies), "en").await;
+    assert_eq!(page_config(&passed)["lapsed"], Value::Null);
+    assert!(
+        passed.text.contains(
+            r#"<noscript><meta http-equiv="refresh" content="0;url=https://shop.example/checkout"></noscript>"#
+        ),
+        "{}",
+        passed.text
+    );
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    assert_eq!(lapsed_of(&app, "ttl", Some(&cookies)).await, "expired");
+    let thai = page(&app, "ttl", Some(&cookies), "th-TH,th;q=0.9,en;q=0.5").await;
+    assert!(thai.text.contains(r#"<html lang="th">"#));
+    assert!(
+        thai.text.contains("ถึงคิวของคุณแล้ว แต่หมดเวลาเข้าใช้งาน"),
+        "{}",
+        thai.text
+    );
+}
+
+#[tokio::test]
+async fn a_re_created_room_reads_reset_and_no_or_a_forged_cookie_reads_nothing() {
+    let app = spawn_app().await;
+    app.create_room(room_body("gen", 0, json!({}))).await;
+    let (_, cookies) = app.join_as_new_visitor("gen").await;
+    assert_eq!(lapsed_of(&app, "gen", None).await, Value::Null);
+    // Nothing is known to be lost for a cookie that never verified.
+    assert_eq!(
+        lapsed_of(&app, "gen", Some("qm_gen=forged.token; qms_gen=x")).await,
+        Value::Null
+    );
+    let deleted = app
+        .admin_call(reqwest::Method::DELETE, "/rooms/gen", None)
+        .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text);
+    app.create_room(room_body("gen", 0, json!({}))).await;
+    assert_eq!(lapsed_of(&app, "gen", Some(&cookies)).await, "reset");
+}
+
+#[tokio::test]
+async fn a_lapsed_token_in_the_body_or_the_cookie_gets_a_new_place_and_token() {
+    let app = spawn_app().await;
+    app.create_room(room_body("again", 0, json!({}))).await;
+    let (first, first_cookies) = app.join_as_new_visitor("again").await;
+    let (_, second_cookies) = app.join_as_new_visitor("again").await;
+    let dead = first.body["token"].as_str().unwrap().to_owned();
+    app.admin_post("/rooms/again/eject", json!({ "ticket": 1 }))
+        .await;
+    app.admin_post("/rooms/again/eject", json!({ "ticket": 2 }))
+        .await;
+
+    // The page sends the dead token in the body on the rejoin.
+    let by_body = app.join("again", Some(&dead), Some(&first_cookies)).await;
+    assert_eq!(by_body.status, 200, "{}", by_body.text);
+    let new_token = by_body.body["token"].as_str().unwrap();
+    assert_ne!(new_token, dead);
+    assert_eq!(token_ticket(new_token), Some(3));
+    assert_eq!(by_body.body["position"], 1);
+    assert_eq!(
+        by_body.cookie("qm_again").as_deref(),
+        Some(new_token),
+        "the cookie names the new place"
+    );
+
+    // Only the cookie carries the dead token.
+    let by_cookie = app.join("again", None, Some(&second_cookies)).await;
+    assert_eq!(by_cookie.status, 200, "{}", by_cookie.text);
+    let cookie_token = by_cookie.body["token"].as_str().unwrap();
+    assert_eq!(token_ticket(cookie_token), Some(4));
+    assert_eq!(by_cookie.body["position"], 2);
+}
+
+#[tokio::test]
+async fn the_no_script_form_holds_a_place_across_a_reload() {
+    let app = spawn_app().await;
+    app.create_room(room_body("plain", 0, json!({}))).await;
+    app.join_as_new_visitor("plain").await;
+
+    let fresh = page(&app, "plain", None, "en").await;
+    assert!(fresh.text.contains("Join the line to hold your place."));
+    assert!(
+        fresh
+            .text
+            .contains(r#"<form class="join-form" method="post" action="/w/plain">"#)
+    );
+
+    let joined = form_join(&app, "plain", None).await;
+    assert_eq!(joined.status, 303, "{}", joined.text);
+    assert_eq!(joined.header("location"), Some("/w/plain"));
+    let cookies = cookies_after(&joined, "plain");
+    let session_cookie = joined
+        .set_cookies()
+        .into_iter()
+        .find(|cookie| cookie.starts_with("qms_plain="))
+        .expect("ownership cookie");
+    assert!(session_cookie.contains("HttpOnly") && session_cookie.contains("Path=/"));
+    let token = cookie_token(&cookies, "plain");
+    assert_eq!(token_ticket(&token), Some(2));
+
+    let shown = page(&app, "plain", Some(&cookies), "en").await;
+    assert!(
+        shown
+            .text
+            .contains("You are number 2 in line, with 1 ahead of you."),
+        "{}",
+        shown.text
+    );
+    assert!(
+        shown
+            .text
+            .contains(r#"<meta http-equiv="refresh" content="30">"#)
+    );
+    assert_eq!(page_config(&shown)["lapsed"], Value::Null);
+
+    // Posting again from that browser keeps the place and its token.
+    let again = form_join(&app, "plain", Some(&cookies)).await;
+    assert_eq!(again.status, 303, "{}", again.text);
+    assert_eq!(
+        cookie_token(&cookies_after(&again, "plain"), "plain"),
+        token
+    );
+    // So does the JavaScript join of the same browser.
+    let status = app.status(&token).await;
+    assert_eq!(status.body["position"], 2, "{}", status.text);
+
+    // A qm_return the form carries comes back on the redirect.
+    let with_return = app
+        .send(
+            app.http
+                .post(format!(
+                    "{}/w/plain?qm_return=https%3A%2F%2Fshop.example%2Fcart",
+                    app.gateway
+                ))
+                .header("sec-fetch-site", "same-origin")
+                .header(reqwest::header::COOKIE, cookies.as_str()),
+        )
+        .await;
+    assert_eq!(with_return.status, 303);
+    assert_eq!(
+        with_return.header("location"),
+        Some("/w/plain?qm_return=https%3A%2F%2Fshop.example%2Fcart")
+    );
+}
+
+#[tokio::test]
+async fn a_lapsed_cookie_on_the_form_gets_a_new_place() {
+    let app = spawn_app().await;
+    app.create_room(room_body("relapse", 0, json!({}))).await;
+    let joined = form_join(&app, "relapse", None).await;
+    let cookies = cookies_after(&joined, "relapse");
+    app.admin_post("/rooms/relapse/eject", json!({ "ticket": 1 }))
+        .await;
+    let lapsed = page(&app, "relapse", Some(&cookies), "en").await;
+    assert_eq!(page_config(&lapsed)["lapsed"], "reset");
+    assert!(lapsed.text.contains("Get a new place in line"));
+
+    let rejoined = form_join(&app, "relapse", Some(&cookies)).await;
+    assert_eq!(rejoined.status, 303, "{}", rejoined.text);
+    let new_cookies = cookies_after(&rejoined, "relapse");
+    assert_eq!(
+        token_ticket(&cookie_token(&new_cookies, "relapse")),
+        Some(2)
+    );
+    let shown = page(&app, "relapse", Some(&new_cookies), "en").await;
+    assert_eq!(page_config(&shown)["lapsed"], Value::Null);
+    assert!(
+        shown
+            .text
+            .contains("You are number 1 in line, with 0 ahead of you."),
+        "{}",
+        shown.text
+    );
+
+    // The same for a room deleted and re-created under the visitor.
+    app.admin_call(reqwest::Method::DELETE, "/rooms/relapse", None)
+        .await;
+    app.create_room(room_body("relapse", 0, json!({}))).await;
+    let reset = form_join(&app, "relapse", Some(&new_cookies)).await;
+    assert_eq!(reset.status, 303, "{}", reset.text);
+    let reset_token = cookie_token(&cookies_after(&reset, "relapse"), "relapse");
+    assert!(
+        token_generation(&reset_token) > token_generation(&cookie_token(&new_cookies, "relapse"))
+    );
+}
+
+#[tokio::test]
+async fn the_form_answers_bad_input_clearly_and_never_with_a_500() {
+    let app = spawn_app_with(&[("JOIN_LIMIT_PER_MIN", "2")]).await;
+    app.create_room(room_body("strict", 0, json!({}))).await;
+
+    let cross_site = app
+        .send(
+            app.http
+                .post(format!("{}/w/strict", app.gateway))
+                .header("sec-fetch-site", "cross-site"),
+        )
+        .await;
+    assert_eq!(cross_site.status, 403, "{}", cross_site.text);
+    assert!(
+        cross_site
+            .text
+            .contains("This form can only be sent from this waiting page.")
+    );
+    assert!(cross_site.set_cookies().is_empty(), "nothing is handed out");
+    let foreign_origin = app
+        .send(
+            app.http
+                .post(format!("{}/w/strict", app.gateway))
+                .header(reqwest::header::ORIGIN, "https://evil.example"),
+        )
+        .await;
+    assert_eq!(foreign_origin.status, 403);
+
+    let bad_id = form_join(&app, "no%20such", None).await;
+    assert_eq!(bad_id.status, 404);
+    let unknown = form_join(&app, "ghost", None).await;
+    assert_eq!(unknown.status, 404, "{}", unknown.text);
+
+    // JOIN_LIMIT_PER_MIN=2, and the ghost room spent one.
+    assert_eq!(form_join(&app, "strict", None).await.status, 303);
+    let limited = form_join(&app, "strict", None).await;
+    assert_eq!(limited.status, 429, "{}", limited.text);
+    let retry_after: u64 = limited
+        .header("retry-after")
+        .and_then(|value| value.parse().ok())
+        .expect("Retry-After");
+    assert!(retry_after >= 1);
+    assert!(
+        limited.text.contains(&format!(
+            "Too many attempts from this connection. Wait {retry_after} seconds"
+        )),
+        "{}",
+        limited.text
+    );
+    assert!(
+        limited.text.contains(r#"method="post""#),
+        "the form is offered again"
+    );
+}
+
+#[tokio::test]
+async fn the_operator_message_reaches_the_page_with_now_beside_its_instant() {
+    let app = spawn_app().await;
+    app.create_room(room_body(
+        "news",
+        0,
+        json!({ "branding": { "message": "Doors <b>open</b> at six" } }),
+    ))
+    .await;
+    let message_at = app.room("news").await["branding"]["messageAt"]
+        .as_i64()
+        .expect("the server stamps messageAt");
+
+    let shown = page(&app, "news", None, "en").await;
+    let config = page_config(&shown);
+    assert_eq!(config["branding"]["message"], "Doors <b>open</b> at six");
+    assert_eq!(config["branding"]["messageAt"], message_at);
+    let now = config["now"].as_i64().expect("now beside messageAt");
+    assert!(now >= message_at);
+    // The pane is server-rendered (escaped) for every visitor, in a live region.
+    assert!(
+        shown
+            .text
+            .contains(r#"<p id="qm-message-text">Doors &lt;b&gt;open&lt;/b&gt; at six</p>"#),
+        "{}",
+        shown.text
+    );
+    assert!(shown.text.contains("Posted just now"));
+    assert!(shown.text.contains(r#"role="status" aria-live="polite""#));
+
+    // The join answer and the status read carry it with now too.
+    let (joined, _) = app.join_as_new_visitor("news").await;
+    assert_eq!(joined.body["messageAt"], message_at, "{}", joined.text);
+    assert!(joined.body["now"].is_i64(), "{}", joined.text);
+    let status = app.status(joined.body["token"].as_str().unwrap()).await;
+    assert_eq!(status.body["message"], "Doors <b>open</b> at six");
+    assert!(status.body["now"].is_i64(), "{}", status.text);
+
+    // A room without a message or a clock names no instant and carries no now.
+    app.create_room(room_body("quiet", 0, json!({}))).await;
+    let quiet = page_config(&page(&app, "quiet", None, "en").await);
+    assert!(quiet.get("now").is_none(), "{quiet}");
+}
