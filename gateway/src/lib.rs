@@ -8,6 +8,7 @@ mod cookies;
 mod events;
 mod health;
 mod hub;
+mod notify;
 mod pages;
 mod places;
 mod rate_limit;
@@ -144,6 +145,10 @@ fn contract_routes() -> Router<GatewayState> {
         .route(
             "/events",
             get(events::events).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route(
+            "/notify",
+            post(notify::notify).merge(same_origin_preflight("POST, OPTIONS")),
         )
         .route("/check", get(check::check).options(check::check_preflight))
         .route(

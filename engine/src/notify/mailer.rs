@@ -287,11 +287,12 @@ pub(crate) fn turn_body(room_name: &str, minutes_left: i64) -> String {
     format!(
         "It's your turn in the queue for {room_name}.\n\
          \n\
-         Go back to the waiting page in the browser you queued in: it will take you through.\n\
-         Your turn is held for about {minutes}; after that the place is released.\n\
+         Go back to the waiting page in the browser you queued in:\n\
+         it will take you through. Your turn is held for about {minutes};\n\
+         after that the place is released.\n\
          \n\
-         You get this message because you asked to be told when your turn came. It is the only\n\
-         message that request sends.\n"
+         You get this message because you asked to be told when your turn\n\
+         came. It is the only message that request sends.\n"
     )
 }
 

@@ -8,6 +8,7 @@ mod check;
 mod events;
 mod health;
 mod identity;
+mod notify;
 mod outflow;
 mod refresh;
 mod routing;
