@@ -118,7 +118,7 @@ pub(crate) async fn run_mailer(notifier: Arc<Notifier>, mut stop: watch::Receive
 
 impl Notifier {
     /// One record's step of the scan.
-    async fn follow(
+    pub(super) async fn follow(
         self: &Arc<Self>,
         record: Record,
         sends: &Arc<Semaphore>,

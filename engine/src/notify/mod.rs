@@ -19,6 +19,8 @@ mod address;
 mod book;
 mod mailer;
 mod pg;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 

@@ -7,8 +7,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use qm_tests::servers::ValkeyOptions;
 use qm_tests::smtp::ReceivedMail;
-use qm_tests::{Reply, SmtpSink, TestApp, room_body, spawn_app, spawn_app_with};
+use qm_tests::{
+    Backing, Reply, SmtpSink, TestApp, room_body, spawn_app, spawn_app_on, spawn_app_with,
+};
 use serde_json::{Value, json};
 
 use crate::token_ticket;
@@ -495,4 +498,51 @@ async fn the_address_never_appears_in_the_logs() {
     for secret in [ADDRESS, "jane.doe", "jane doe", "example.com"] {
         assert!(!logs.contains(secret), "{secret:?} appears in the logs");
     }
+}
+
+#[tokio::test]
+async fn two_engines_sharing_one_journal_send_a_turn_mail_once() {
+    // Always on the durable store: the lease that keeps engines from sending twice lives in
+    // Postgres.
+    let sink = SmtpSink::start().await;
+    let url = sink.url();
+    let notify_env = [("EMAIL_NOTIFY", "1"), ("SMTP_URL", url.as_str())];
+    let backing = Backing::start(ValkeyOptions::default()).await;
+    let shared_env = backing.env();
+    let first = spawn_app_on(Some(backing), &notify_env).await;
+    let mut second_env: Vec<(&str, &str)> = shared_env
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    second_env.extend(notify_env);
+    let second = spawn_app_on(None, &second_env).await;
+
+    first
+        .create_room(room_body("shared", 0, json!({ "name": "Shared Room" })))
+        .await;
+    let (token, cookies) = registered_visitor(&first, "shared").await;
+    // The second engine knows the place and its record.
+    let mut seen = Value::Null;
+    for _ in 0..50 {
+        seen = second
+            .join("shared", Some(&token), Some(&cookies))
+            .await
+            .body["notify"]
+            .clone();
+        if seen.is_object() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(seen["emailMasked"], "j***@e***.com", "{seen}");
+
+    flush(&first, "shared", 1).await;
+    let received = sink.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(received.len(), 1);
+    assert_turn_mail(&received[0], "Shared Room");
+    wait_for_delivery(&second, "shared", &token, &cookies, "sent").await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(sink.received().len(), 1, "both engines scanned; one sent");
+    second.stop().await;
+    first.stop().await;
 }
