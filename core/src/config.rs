@@ -18,6 +18,9 @@ pub const DEFAULT_VALKEY_URL: &str = "redis://127.0.0.1:6379";
 /// Where SIDESTORE=pg finds Postgres unless DATABASE_URL says otherwise.
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
+/// Who turn notifications come from unless EMAIL_FROM says otherwise.
+pub const DEFAULT_EMAIL_FROM: &str = "Queue Manager <queue@localhost>";
+
 /// Where configuration values come from.
 pub trait ConfigSource {
     fn get(&self, key: &str) -> Option<String>;
@@ -112,6 +115,12 @@ pub struct Config {
     pub shutdown_drain_sec: u64,
     /// Peers whose X-Forwarded-For the gateway believes (TRUSTED_PROXIES); empty trusts nobody.
     pub trusted_proxies: TrustedProxies,
+    /// Turn notifications by e-mail (EMAIL_NOTIFY); off by default.
+    pub email_notify: bool,
+    /// The SMTP relay (SMTP_URL); may carry a password, so it is never printed whole.
+    smtp_url: Option<SecretString>,
+    /// The From of every turn e-mail (EMAIL_FROM).
+    pub email_from: String,
 }
 
 impl Config {
@@ -254,6 +263,30 @@ impl Config {
             }
         };
 
+        let email_notify = parse_flag("EMAIL_NOTIFY", read("EMAIL_NOTIFY"))?;
+        let smtp_url = read("SMTP_URL").map(|url| url.trim().to_owned());
+        match &smtp_url {
+            Some(url) => check_smtp_url(url).map_err(|reason| invalid("SMTP_URL", reason))?,
+            None if email_notify => {
+                return Err(invalid(
+                    "SMTP_URL",
+                    "required with EMAIL_NOTIFY=1 (e.g. smtp://127.0.0.1:25 or smtps://user:pass@mail.example:465)",
+                ));
+            }
+            None => {}
+        }
+        let email_from = read("EMAIL_FROM")
+            .map(|from| from.trim().to_owned())
+            .unwrap_or_else(|| DEFAULT_EMAIL_FROM.to_owned());
+        if !looks_like_mailbox(&email_from) {
+            return Err(invalid(
+                "EMAIL_FROM",
+                format!(
+                    "'{email_from}' is not an address (queue@example.com or Name <queue@example.com>)"
+                ),
+            ));
+        }
+
         Ok(Config {
             production,
             gateway_addr: SocketAddr::new(host, port),
@@ -308,7 +341,15 @@ impl Config {
                 600,
             )?,
             trusted_proxies,
+            email_notify,
+            smtp_url: smtp_url.map(SecretString::from),
+            email_from,
         })
+    }
+
+    /// SMTP_URL as configured (it may hold a password: never log it).
+    pub fn smtp_url(&self) -> Option<&SecretString> {
+        self.smtp_url.as_ref()
     }
 
     /// The configuration of a process started with nothing set: what a newcomer gets.
@@ -372,6 +413,12 @@ impl Config {
             "PREQUEUE_MAX": self.prequeue_max,
             "SHUTDOWN_DRAIN_SEC": self.shutdown_drain_sec,
             "TRUSTED_PROXIES": self.trusted_proxies.to_strings(),
+            "EMAIL_NOTIFY": self.email_notify,
+            "SMTP_URL": self
+                .smtp_url
+                .as_ref()
+                .map(|url| without_password(url.expose_secret())),
+            "EMAIL_FROM": self.email_from,
         })
     }
 
@@ -528,6 +575,49 @@ fn without_password(url: &str) -> String {
             format!("{scheme}://{user}:***@{host}")
         }
         _ => url.to_owned(),
+    }
+}
+
+/// SMTP_URL's rules: `smtp://host[:port]` (plain; `?tls=required` for STARTTLS,
+/// `?tls=opportunistic`) or `smtps://host[:port]` (TLS from the first byte), optionally with
+/// `user:pass@`.
+fn check_smtp_url(text: &str) -> Result<(), String> {
+    let url = url::Url::parse(text).map_err(|_| {
+        "is not a URL (e.g. smtp://127.0.0.1:25 or smtps://mail.example:465)".to_owned()
+    })?;
+    if !matches!(url.scheme(), "smtp" | "smtps") {
+        return Err(format!("scheme '{}' is not smtp or smtps", url.scheme()));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("names no host".to_owned());
+    }
+    let tls = url
+        .query_pairs()
+        .find(|(key, _)| key == "tls")
+        .map(|(_, value)| value.into_owned());
+    match (url.scheme(), tls.as_deref()) {
+        (_, None) | ("smtp", Some("required" | "opportunistic")) => Ok(()),
+        (scheme, Some(other)) => Err(format!(
+            "tls={other} is not understood with {scheme}:// (smtp:// takes tls=required or tls=opportunistic)"
+        )),
+    }
+}
+
+/// Whether EMAIL_FROM reads as `local@domain` or `Name <local@domain>`.
+fn looks_like_mailbox(text: &str) -> bool {
+    let address = match (text.rfind('<'), text.strip_suffix('>')) {
+        (Some(open), Some(inner)) => &inner[open + 1..],
+        (None, None) => text,
+        _ => return false,
+    };
+    match address.split_once('@') {
+        Some((local, domain)) => {
+            !local.is_empty()
+                && !domain.is_empty()
+                && !domain.contains('@')
+                && !address.chars().any(char::is_whitespace)
+        }
+        None => false,
     }
 }
 
@@ -723,6 +813,48 @@ mod tests {
         assert!(!text.contains("0123456789abcdef-secret"));
         assert!(!text.contains("super-secret-admin"));
         assert!(!format!("{config:?}").contains("super-secret-admin"));
+    }
+
+    #[test]
+    fn email_notify_needs_a_valid_smtp_url_and_hides_its_password() {
+        let off = Config::defaults();
+        assert!(!off.email_notify);
+        assert_eq!(off.email_from, DEFAULT_EMAIL_FROM);
+        assert_eq!(off.public_json()["SMTP_URL"], Value::Null);
+        assert_eq!(
+            config(&[("EMAIL_NOTIFY", "1")]).unwrap_err().var,
+            "SMTP_URL"
+        );
+        for bad in [
+            "mail.example:25",
+            "http://mail.example",
+            "smtp://",
+            "smtps://mail.example?tls=required",
+            "smtp://mail.example?tls=maybe",
+        ] {
+            let error = config(&[("EMAIL_NOTIFY", "1"), ("SMTP_URL", bad)]).unwrap_err();
+            assert_eq!(error.var, "SMTP_URL", "{bad}");
+        }
+        let on = config(&[
+            ("EMAIL_NOTIFY", "true"),
+            ("SMTP_URL", "smtps://queue:hunter2@mail.example:465"),
+            ("EMAIL_FROM", "Launch <launch@shop.example>"),
+        ])
+        .unwrap();
+        assert!(on.email_notify);
+        let shown = on.public_json();
+        assert_eq!(shown["SMTP_URL"], "smtps://queue:***@mail.example:465");
+        assert_eq!(shown["EMAIL_FROM"], "Launch <launch@shop.example>");
+        assert!(!shown.to_string().contains("hunter2"));
+        assert!(!format!("{on:?}").contains("hunter2"));
+        for bad in ["nobody", "a@", "Name <a@b", "<@b>", "a b@c"] {
+            assert_eq!(
+                config(&[("EMAIL_FROM", bad)]).unwrap_err().var,
+                "EMAIL_FROM",
+                "{bad}"
+            );
+        }
+        assert!(config(&[("SMTP_URL", "smtp://127.0.0.1:2525?tls=required")]).is_ok());
     }
 
     #[test]

@@ -106,6 +106,10 @@ error_codes! {
     AlertsDisabled => "alerts_disabled", 400;
     WebhookFailed => "webhook_failed", 502;
     VerifyFailed => "verify_failed", 424;
+    // Turn notifications (POST /api/notify).
+    InvalidEmail => "invalid_email", 400;
+    NotifyDisabled => "notify_disabled", 400;
+    PlaceLapsed => "place_lapsed", 409;
 }
 
 impl ErrorCode {

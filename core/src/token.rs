@@ -190,6 +190,21 @@ impl Keyring {
         }
     }
 
+    /// A 32-byte key for a use of its own, HKDF-SHA256(SECRET, salt empty, `info`), one per
+    /// root secret: SECRET's first, then SECRET_PREVIOUS's, so data sealed before a rotation
+    /// still opens. The turn-notification address cipher uses `qm:notify-email`.
+    pub fn derived_keys(&self, info: &[u8]) -> Vec<[u8; 32]> {
+        std::iter::once(&self.current)
+            .chain(self.previous.as_ref())
+            .map(|set| {
+                let bytes = hkdf_bytes(set.secret.expose_secret().as_bytes(), info, 32);
+                let mut key = [0u8; 32];
+                key.copy_from_slice(&bytes);
+                key
+            })
+            .collect()
+    }
+
     /// Signs a visitor place.
     pub fn sign_visitor(&self, claims: &VisitorClaims) -> String {
         self.sign(Purpose::Visitor, &claims.to_payload())

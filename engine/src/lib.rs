@@ -14,6 +14,7 @@
 pub mod domain;
 pub mod durable;
 pub mod memory;
+mod notify;
 mod outflow;
 mod service;
 mod shutdown;
@@ -34,6 +35,7 @@ use tonic_health::ServingStatus;
 
 pub use durable::{DurableOptions, DurableStore};
 pub use memory::MemoryStore;
+pub use notify::{MailerConfigError, Notifier};
 pub use store::Store;
 
 use crate::service::EngineService;
@@ -46,23 +48,39 @@ pub enum EngineError {
     Durable(#[from] durable::DurableError),
     #[error("grpc server failed: {0}")]
     Server(#[from] tonic::transport::Error),
+    #[error("turn notifications: {0}")]
+    Notify(#[from] MailerConfigError),
 }
 
 /// A configured engine, ready to serve.
 pub struct EngineApp {
     config: Arc<Config>,
     store: Arc<dyn Store>,
+    /// Turn notifications (EMAIL_NOTIFY); `None` when off.
+    notifier: Option<Arc<Notifier>>,
 }
 
 impl EngineApp {
     /// Builds the engine on the configured store. The durable store connects, migrates its
     /// journal and brings Valkey in step with it before this returns.
     pub async fn new(config: Arc<Config>) -> Result<EngineApp, EngineError> {
-        let store: Arc<dyn Store> = match config.store {
-            StoreKind::Memory => Arc::new(MemoryStore::new()),
-            StoreKind::Valkey => Arc::new(DurableStore::start(&durable_options(&config)).await?),
+        let (store, pg_pool): (Arc<dyn Store>, _) = match config.store {
+            StoreKind::Memory => (Arc::new(MemoryStore::new()), None),
+            StoreKind::Valkey => {
+                let durable = DurableStore::start(&durable_options(&config)).await?;
+                let pool = durable.pg_pool();
+                (Arc::new(durable), Some(pool))
+            }
         };
-        Ok(EngineApp { config, store })
+        let notifier = match config.email_notify {
+            true => Some(Arc::new(Notifier::new(&config, store.clone(), pg_pool)?)),
+            false => None,
+        };
+        Ok(EngineApp {
+            config,
+            store,
+            notifier,
+        })
     }
 
     /// The store this engine serves (tests and embedding).
@@ -82,6 +100,10 @@ impl EngineApp {
         health.set_serving::<EngineServer<EngineService>>().await;
 
         let ticker = tokio::spawn(outflow::run_ticker(self.store.clone(), stop.clone()));
+        let mailer = self
+            .notifier
+            .clone()
+            .map(|notifier| tokio::spawn(notify::run_mailer(notifier, stop.clone())));
         if let Some(readiness) = self.store.readiness() {
             tokio::spawn(report_storage(readiness, health.clone(), stop.clone()));
         }
@@ -101,11 +123,10 @@ impl EngineApp {
         });
 
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let engine = EngineServer::new(EngineService::new(
-            self.store.clone(),
-            self.config.prequeue_max,
-            stop.clone(),
-        ));
+        let engine = EngineServer::new(
+            EngineService::new(self.store.clone(), self.config.prequeue_max, stop.clone())
+                .with_notifier(self.notifier.clone()),
+        );
         let mut server_stop = stop.clone();
         let server = Server::builder()
             .add_service(health_service)
@@ -127,6 +148,13 @@ impl EngineApp {
             .is_err()
         {
             tracing::warn!("outflow ticker did not stop in time");
+        }
+        if let Some(mailer) = mailer
+            && tokio::time::timeout(Duration::from_secs(1), mailer)
+                .await
+                .is_err()
+        {
+            tracing::warn!("turn notification mailer did not stop in time");
         }
         tracing::info!("engine stopped");
         result

@@ -12,15 +12,16 @@ use qm_proto::engine::engine_server::Engine;
 use qm_proto::engine::{claim, place_reply, place_status};
 use qm_proto::{
     CheckReply, CheckRequest, DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest,
-    Lapsed, ListRoomsReply, ListRoomsRequest, PlaceReply, PurgeReply, PutRoomRequest,
-    RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SetRateRequest, SetStateRequest,
-    StatsReply, StatsRequest, StatusRequest, WatchRequest,
+    Lapsed, ListRoomsReply, ListRoomsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply,
+    PutRoomRequest, RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SetRateRequest,
+    SetStateRequest, StatsReply, StatsRequest, StatusRequest, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use crate::domain::{Claim, ClaimedPlace, JoinRequest, PlaceAnswer, PlaceStatus};
+use crate::notify::Notifier;
 use crate::shutdown::stopped;
 use crate::store::Store;
 
@@ -33,6 +34,8 @@ pub(crate) struct EngineService {
     pre_queue_ceiling: u64,
     /// Set at shutdown: open Watch streams end so the server can drain.
     stop: watch::Receiver<bool>,
+    /// Turn notifications, when EMAIL_NOTIFY is on: hooked around join, eject and purge.
+    notifier: Option<Arc<Notifier>>,
 }
 
 impl EngineService {
@@ -45,7 +48,13 @@ impl EngineService {
             store,
             pre_queue_ceiling,
             stop,
+            notifier: None,
         }
+    }
+
+    pub(crate) fn with_notifier(mut self, notifier: Option<Arc<Notifier>>) -> EngineService {
+        self.notifier = notifier;
+        self
     }
 }
 
@@ -98,6 +107,7 @@ fn answer_to_wire(answer: PlaceAnswer) -> PlaceReply {
     };
     PlaceReply {
         outcome: Some(outcome),
+        ..PlaceReply::default()
     }
 }
 
@@ -174,8 +184,14 @@ impl Engine for EngineService {
             pre_queue_ceiling: Some(self.pre_queue_ceiling),
             bot_score: request.bot_score,
         };
-        let place = self.store.join(room_id, join).await?;
-        Ok(Response::new(answer_to_wire(PlaceAnswer::Place(place))))
+        // The notification hook needs the claim the join replaced, so it keeps the request.
+        let hook_request = self.notifier.as_ref().map(|_| join.clone());
+        let place = self.store.join(room_id.clone(), join).await?;
+        let mut reply = answer_to_wire(PlaceAnswer::Place(place));
+        if let (Some(notifier), Some(join)) = (&self.notifier, &hook_request) {
+            notifier.annotate_join(&room_id, join, &mut reply).await;
+        }
+        Ok(Response::new(reply))
     }
 
     async fn status(&self, request: Request<StatusRequest>) -> Reply<PlaceReply> {
@@ -297,7 +313,13 @@ impl Engine for EngineService {
 
     async fn eject(&self, request: Request<EjectRequest>) -> Reply<EjectReply> {
         let request = request.into_inner();
-        let (was, room) = self.store.eject(request.room_id, request.ticket).await?;
+        let (was, room) = self
+            .store
+            .eject(request.room_id.clone(), request.ticket)
+            .await?;
+        if let Some(notifier) = &self.notifier {
+            notifier.after_eject(&request.room_id, request.ticket).await;
+        }
         Ok(Response::new(EjectReply {
             was: was.as_str().to_owned(),
             room_json: room.to_string(),
@@ -305,7 +327,11 @@ impl Engine for EngineService {
     }
 
     async fn purge(&self, request: Request<RoomRef>) -> Reply<PurgeReply> {
-        let (purged, room) = self.store.purge(request.into_inner().room_id).await?;
+        let room_id = request.into_inner().room_id;
+        let (purged, room) = self.store.purge(room_id.clone()).await?;
+        if let Some(notifier) = &self.notifier {
+            notifier.after_purge(&room_id).await;
+        }
         Ok(Response::new(PurgeReply {
             purged: purged.total(),
             pre_queue: purged.pre_queue,
@@ -315,5 +341,28 @@ impl Engine for EngineService {
 
     async fn stats(&self, _request: Request<StatsRequest>) -> Reply<StatsReply> {
         Ok(Response::new(self.store.stats().await?))
+    }
+
+    async fn notify(&self, request: Request<NotifyRequest>) -> Reply<NotifyReply> {
+        let Some(notifier) = &self.notifier else {
+            return Err(ApiError::new(
+                ErrorCode::NotifyDisabled,
+                "turn notifications are off on this server (EMAIL_NOTIFY)",
+            )
+            .into());
+        };
+        let request = request.into_inner();
+        let room_id = checked_room_id(request.room_id)?;
+        let Some(claim) = claim_from_wire(request.claim) else {
+            return Err(ApiError::new(
+                ErrorCode::InvalidToken,
+                "notify needs the place a verified token claims",
+            )
+            .into());
+        };
+        let notify = notifier
+            .register(&room_id, claim, &request.session_hash, &request.email)
+            .await?;
+        Ok(Response::new(NotifyReply { notify }))
     }
 }

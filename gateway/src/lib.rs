@@ -9,6 +9,7 @@ mod events;
 mod health;
 mod hub;
 mod join_form;
+mod notify;
 mod pages;
 mod places;
 mod protection;
@@ -152,6 +153,10 @@ fn contract_routes() -> Router<GatewayState> {
         .route(
             "/events",
             get(events::events).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route(
+            "/notify",
+            post(notify::notify).merge(same_origin_preflight("POST, OPTIONS")),
         )
         .route("/check", get(check::check).options(check::check_preflight))
         .route(

@@ -97,8 +97,10 @@ pub(crate) async fn join(
         identity: address.to_string(),
         bot_score: bot_score(&headers),
     };
-    let reply = state.engine.clone().join(request).await?.into_inner();
-    let place = match reply.outcome {
+    let mut reply = state.engine.clone().join(request).await?.into_inner();
+    let mut notify_statement = Map::new();
+    crate::notify::add_join_statement(&mut notify_statement, &reply);
+    let place = match reply.outcome.take() {
         Some(place_reply::Outcome::Place(place)) => place,
         Some(place_reply::Outcome::Lapsed(_)) | None => {
             return Err(AppError(ApiError::internal(
@@ -125,6 +127,7 @@ pub(crate) async fn join(
     let mut answer = Map::new();
     answer.insert("token".into(), Value::String(token.clone()));
     answer.extend(with_now(place_fields(&place), place.now_ms));
+    answer.extend(notify_statement);
 
     let policy = CookiePolicy {
         max_age_sec: state.config.queue_cookie_max_age_sec,

@@ -8,6 +8,7 @@
 
 pub mod process;
 pub mod servers;
+pub mod smtp;
 pub mod sse;
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use smtp::SmtpSink;
 pub use sse::SseStream;
 
 /// The admin key every spawned app uses unless a test overrides ADMIN_KEY.

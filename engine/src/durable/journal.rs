@@ -54,6 +54,11 @@ impl Journal {
         Ok(Journal { pool })
     }
 
+    /// The pool, for engine parts that keep tables of their own beside the journal.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     pub async fn migrate(&self) -> Result<(), sqlx::migrate::MigrateError> {
         MIGRATOR.run(&self.pool).await
     }

@@ -377,6 +377,11 @@ impl DurableStore {
         })
     }
 
+    /// The journal's Postgres pool (turn notifications keep their table beside it).
+    pub fn pg_pool(&self) -> sqlx::PgPool {
+        self.shared.journal.pool().clone()
+    }
+
     /// Rebuilds one room (or every room) from the journal now: `qm rebuild [ROOM]`.
     pub async fn rebuild(&self, room_id: Option<&str>) -> Result<Vec<String>, String> {
         let rooms = match room_id {

@@ -239,6 +239,7 @@ fn lapsed(reason: &str) -> PlaceReply {
         outcome: Some(place_reply::Outcome::Lapsed(Lapsed {
             reason: reason.into(),
         })),
+        ..PlaceReply::default()
     }
 }
 
@@ -281,6 +282,7 @@ impl Engine for FakeEngine {
         }
         Ok(Response::new(PlaceReply {
             outcome: Some(place_reply::Outcome::Place(status)),
+            ..PlaceReply::default()
         }))
     }
 
@@ -303,6 +305,7 @@ impl Engine for FakeEngine {
         let status = FakeEngine::place_status(&request.room_id, room, ticket, false);
         Ok(Response::new(PlaceReply {
             outcome: Some(place_reply::Outcome::Place(status)),
+            ..PlaceReply::default()
         }))
     }
 
@@ -427,6 +430,12 @@ impl Engine for FakeEngine {
         Err(Status::unimplemented("fake"))
     }
     async fn stats(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn notify(
+        &self,
+        _: Request<qm_proto::NotifyRequest>,
+    ) -> Result<Response<qm_proto::NotifyReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
 }

@@ -9,6 +9,7 @@ mod drop;
 mod events;
 mod health;
 mod identity;
+mod notify;
 mod outflow;
 mod pages;
 mod protection;
