@@ -296,6 +296,10 @@ impl Store for MemoryStore {
         Box::pin(ready(self.with_room(&room_id, |room, now| {
             let outcome = room.join(&request, now)?;
             let changed = outcome.record.is_some();
+            // A join that keeps its place is a sighting of its holder (QM-345).
+            if !changed && outcome.place.bound {
+                room.see(outcome.place.ticket, now);
+            }
             Ok((outcome.place, changed))
         })))
     }
@@ -308,7 +312,14 @@ impl Store for MemoryStore {
     ) -> StoreFuture<'_, PlaceAnswer> {
         let answer = self
             .with_room(&room_id, |room, now| {
-                Ok((room.status(&claim, &session_hash, now), false))
+                let answer = room.status(&claim, &session_hash, now);
+                // A status that proves the place is a sighting of its holder (QM-345).
+                if let PlaceAnswer::Place(place) = &answer
+                    && place.bound
+                {
+                    room.see(place.ticket, now);
+                }
+                Ok((answer, false))
             })
             .unwrap_or(PlaceAnswer::Lapsed(LapseReason::RoomReset));
         Box::pin(ready(Ok(answer)))
@@ -377,6 +388,14 @@ impl Store for MemoryStore {
 
     fn watch(&self, room_id: String) -> StoreFuture<'_, RoomWatch> {
         Box::pin(ready(Ok(self.watch_now(&room_id))))
+    }
+
+    fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()> {
+        let _ = self.with_room(&room_id, |room, now| {
+            room.see_all(&tickets, now);
+            Ok(((), false))
+        });
+        Box::pin(ready(Ok(())))
     }
 
     fn stats(&self) -> StoreFuture<'_, StatsReply> {

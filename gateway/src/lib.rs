@@ -10,6 +10,7 @@ mod health;
 mod hub;
 mod pages;
 mod places;
+mod presence;
 mod rate_limit;
 mod refresh;
 mod request;

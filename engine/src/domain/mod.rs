@@ -5,6 +5,7 @@
 mod commands;
 mod event;
 mod place;
+mod presence;
 mod room;
 mod summary;
 

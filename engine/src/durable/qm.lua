@@ -2,11 +2,19 @@
 -- Queue Manager's room operations in Valkey. Each function is one atomic operation on one
 -- room; every key it touches arrives in KEYS and shares the room's hash tag {roomId}:
 --   KEYS[1] m  hash: seq gen exists next head state rate opens maxc ttl qmax credit lastsec hold
+--              pres (presence window ms, '' = rule off)
 --   KEYS[2] h  zset: holes (ejected waiting tickets above head), score = ticket
 --   KEYS[3] p  zset: live passes, member = ticket, score = granted-at ms
 --   KEYS[4] t  hash: waiting ticket -> identity (only tickets with an identity)
 --   KEYS[5] i  hash: identity -> waiting tickets
 --   KEYS[6] l  string: the engine holding the room's outflow lease
+--   KEYS[7] s  zset: presence (QM-345), member = ticket, score = its holder's last sighting ms;
+--              +inf = a waiting ticket with no recorded holder (always present). Sightings
+--              come in batches (qm_seen, ZADD GT); join writes the first. A promoted +inf
+--              ticket is rewritten as seen at its grant, so passes read one rule.
+--   KEYS[8] n  zset: slotless passes (ghosts, the event's ns), member = ticket, score =
+--              granted-at ms. Kept out of p so the tick only walks passes that can hold a
+--              slot; eject and restore look in both.
 -- The engine's Rust domain (engine/src/domain) is the reference: these functions make the same
 -- decisions and the engine builds the same event records from their replies.
 --
@@ -21,6 +29,10 @@
 local MAX_PASS_TTL_MS = 86400000
 local CREDIT_CAP = 60
 local MAX_CATCH_UP_SECONDS = 5
+-- Presence (QM-345): the Rust reference is engine/src/domain/presence.rs.
+local MAX_EXAMINED_PER_SLICE = 10000
+-- Longest presenceSec: sightings older than ttl + this can decide nothing and are trimmed.
+local MAX_PRESENCE_MS = 3600000
 
 local function num(value)
   if value == false or value == nil or value == '' then return nil end
@@ -78,7 +90,79 @@ local function settle_head(keys, room)
   end
 end
 
--- Admits the `admit` lowest waiting tickets; answers the first and last ticket of the range.
+-- ---------------------------------------------------------------------------------------------
+-- Presence (ghost tickets, QM-345)
+-- ---------------------------------------------------------------------------------------------
+
+-- Whether a waiting ticket's holder is present: `seen` is its ZSCORE in s.
+local function present(seen, now, window)
+  if not window or seen == 'inf' then return true end
+  if not seen then return false end
+  return now < tonumber(seen) + window
+end
+
+-- Passes holding a maxConcurrent slot, counted up to `limit`: inside the ttl, not slotless
+-- (those are in n, not p), and granted under presence ago or told since the grant.
+local function slot_holders(keys, now, ttl, window, limit)
+  if not window then
+    return redis.call('ZCOUNT', keys[3], '(' .. (now - ttl), '+inf')
+  end
+  local passes = redis.call('ZRANGEBYSCORE', keys[3], '(' .. (now - ttl), '+inf', 'WITHSCORES')
+  local holders = 0
+  for i = 1, #passes, 2 do
+    if holders >= limit then break end
+    local grant = tonumber(passes[i + 1])
+    local holds = now < grant + window
+    if not holds then
+      local seen = redis.call('ZSCORE', keys[7], passes[i])
+      holds = seen and (seen == 'inf' or tonumber(seen) >= grant)
+    end
+    if holds then holders = holders + 1 end
+  end
+  return holders
+end
+
+-- One slice's batch: walks the line from head; present holders need `affordable` (credit and
+-- slots), absent ones pass free; stops at the first present holder that cannot be paid for.
+-- Answers how many pass and how many are paid for.
+local function outflow_batch(keys, room, now, window, affordable)
+  local count, paid, examined = 0, 0, 0
+  local ticket = room.head
+  while ticket < room.next and examined < MAX_EXAMINED_PER_SLICE do
+    examined = examined + 1
+    if not redis.call('ZSCORE', keys[2], ticket) then
+      if present(redis.call('ZSCORE', keys[7], ticket), now, window) then
+        if affordable <= 0 then break end
+        affordable = affordable - 1
+        paid = paid + 1
+      end
+      count = count + 1
+    end
+    ticket = ticket + 1
+  end
+  return count, paid
+end
+
+-- ARGV: now ticket seen_ms [ticket seen_ms ...]. A batch of sightings (an engine's status
+-- calls and its gateways' stream heartbeats). Records nothing in the journal: answers { 0 }.
+local function seen(keys, args)
+  local room, status = live(keys)
+  if status then return { status } end
+  for i = 2, #args - 1, 2 do
+    local ticket, at = tonumber(args[i]), tonumber(args[i + 1])
+    if ticket and at and ticket >= 1 and ticket < room.next then
+      if redis.call('ZSCORE', keys[7], ticket) ~= 'inf' then
+        redis.call('ZADD', keys[7], 'GT', at, ticket)
+      end
+    end
+  end
+  return { 0 }
+end
+
+-- ---------------------------------------------------------------------------------------------
+
+-- Admits the `admit` lowest waiting tickets; answers the first and last ticket of the range
+-- and the ghosts among them (absent holders under the presence rule), ascending.
 local function promote(keys, room, admit, now)
   local first = room.head
   local last = room.head + admit - 1
@@ -90,40 +174,56 @@ local function promote(keys, room, admit, now)
     skip[ticket] = true
     last = last + 1
   end
+  local window = num(redis.call('HGET', keys[1], 'pres'))
+  local ns = {}
   for ticket = first, last do
     if not skip[ticket] then
-      redis.call('ZADD', keys[3], now, ticket)
+      local seen_at = redis.call('ZSCORE', keys[7], ticket)
+      if present(seen_at, now, window) then
+        redis.call('ZADD', keys[3], now, ticket)
+      else
+        redis.call('ZADD', keys[8], now, ticket)
+        ns[#ns + 1] = ticket
+      end
+      if seen_at == 'inf' then redis.call('ZADD', keys[7], now, ticket) end
       release_identity(keys, ticket)
     end
   end
   redis.call('ZREMRANGEBYSCORE', keys[3], '-inf', '(' .. (now - MAX_PASS_TTL_MS))
+  redis.call('ZREMRANGEBYSCORE', keys[8], '-inf', '(' .. (now - MAX_PASS_TTL_MS))
   redis.call('ZREMRANGEBYSCORE', keys[2], '-inf', last)
   room.head = math.min(math.max(room.head, last + 1), room.next)
   settle_head(keys, room)
   redis.call('HSET', keys[1], 'head', room.head)
-  return first, last
+  return first, last, ns
+end
+
+-- Appends the ghosts `ns` to a reply.
+local function with_ns(reply, ns)
+  for _, ticket in ipairs(ns) do reply[#reply + 1] = ticket end
+  return reply
 end
 
 local function set_config(keys, args)
-  -- args: state rate opens maxc ttl qmax (from index 2)
+  -- args: state rate opens maxc ttl qmax pres (from index 2)
   redis.call('HSET', keys[1], 'state', args[2], 'rate', args[3], 'opens', args[4],
-    'maxc', args[5], 'ttl', args[6], 'qmax', args[7])
+    'maxc', args[5], 'ttl', args[6], 'qmax', args[7], 'pres', args[8] or '')
 end
 
--- ARGV: now gen state rate opens maxc ttl qmax. Starts a fresh line; seq continues the id's.
+-- ARGV: now gen state rate opens maxc ttl qmax pres. Starts a fresh line; seq continues the id's.
 local function create(keys, args)
   local f = redis.call('HMGET', keys[1], 'seq', 'exists', 'hold')
   if f[3] == '1' then return { -2 } end
   if f[2] == '1' then return { -7 } end
   local seq = (num(f[1]) or 0) + 1
-  redis.call('DEL', keys[1], keys[2], keys[3], keys[4], keys[5], keys[6])
+  redis.call('DEL', keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8])
   redis.call('HSET', keys[1], 'seq', seq, 'gen', args[2], 'exists', '1', 'next', 1, 'head', 1,
     'credit', 0, 'lastsec', '')
-  set_config(keys, { args[1], args[3], args[4], args[5], args[6], args[7], args[8] })
+  set_config(keys, { args[1], args[3], args[4], args[5], args[6], args[7], args[8], args[9] })
   return { seq }
 end
 
--- ARGV: now state rate opens maxc ttl qmax.
+-- ARGV: now state rate opens maxc ttl qmax pres.
 local function update(keys, args)
   local room, status = live(keys)
   if status then return { status } end
@@ -131,7 +231,8 @@ local function update(keys, args)
   return { bump(keys, room) }
 end
 
--- ARGV: now identity. Answers { seq, ticket }.
+-- ARGV: now identity holder ('1' when the ticket is bound to a session, '' for an
+-- engine-internal caller: always present). Answers { seq, ticket }.
 local function join(keys, args)
   local room, status = live(keys)
   if status then return { status } end
@@ -148,11 +249,18 @@ local function join(keys, args)
     redis.call('HSET', keys[4], ticket, identity)
     redis.call('HINCRBY', keys[5], identity, 1)
   end
+  -- The join is the ticket's first sighting; a plain ZADD replaces whatever a taken-back
+  -- ticket of the same number left behind.
+  if args[3] == '1' then
+    redis.call('ZADD', keys[7], now, ticket)
+  else
+    redis.call('ZADD', keys[7], '+inf', ticket)
+  end
   return { bump(keys, room), ticket }
 end
 
 -- ARGV: now engine lease_ms. One outflow slice for now's calendar second, run only by the
--- lease holder. Answers { seq, first, last, count, credit_after } when somebody passed.
+-- lease holder. Answers { seq, first, last, count, credit_after, ns... } when somebody passed.
 -- An engine taking the lease over (the holder died, so the lease lapsed) starts with one
 -- second's credit: the seconds the lease was vacant are not admitted in one burst.
 local function tick(keys, args)
@@ -164,7 +272,7 @@ local function tick(keys, args)
   local room, status = live(keys)
   if status then return { status } end
   local second = math.floor(now / 1000)
-  local f = redis.call('HMGET', keys[1], 'lastsec', 'credit', 'rate', 'maxc', 'ttl')
+  local f = redis.call('HMGET', keys[1], 'lastsec', 'credit', 'rate', 'maxc', 'ttl', 'pres')
   local last_second = num(f[1])
   local elapsed = 1
   if last_second then
@@ -175,28 +283,38 @@ local function tick(keys, args)
   redis.call('HSET', keys[1], 'lastsec', second)
   if effective_state(keys, now) ~= 'active' then return { 0 } end
   local credit = (num(f[2]) or 0) + tonumber(f[3]) * elapsed
-  local admit = math.min(math.floor(credit / 60), waiting(keys, room))
+  local window = num(f[6])
+  local ttl = tonumber(f[5])
+  redis.call('ZREMRANGEBYSCORE', keys[7], '-inf', '(' .. (now - ttl - MAX_PRESENCE_MS))
+  local affordable = math.floor(credit / 60)
   local max_concurrent = num(f[4])
   if max_concurrent then
-    local active = redis.call('ZCOUNT', keys[3], '(' .. (now - tonumber(f[5])), '+inf')
-    admit = math.min(admit, math.max(max_concurrent - active, 0))
+    local active = slot_holders(keys, now, ttl, window, max_concurrent)
+    affordable = math.min(affordable, math.max(max_concurrent - active, 0))
   end
-  local credit_after = math.min(credit - admit * 60, CREDIT_CAP)
+  local admit, paid
+  if window then
+    admit, paid = outflow_batch(keys, room, now, window, affordable)
+  else
+    admit = math.min(affordable, waiting(keys, room))
+    paid = admit
+  end
+  local credit_after = math.min(credit - paid * 60, CREDIT_CAP)
   redis.call('HSET', keys[1], 'credit', credit_after)
   if admit <= 0 then return { 0 } end
-  local first, last = promote(keys, room, admit, now)
-  return { bump(keys, room), first, last, admit, credit_after }
+  local first, last, ns = promote(keys, room, admit, now)
+  return with_ns({ bump(keys, room), first, last, admit, credit_after }, ns)
 end
 
--- ARGV: now count. Answers { seq, first, last, count }.
+-- ARGV: now count. Answers { seq, first, last, count, ns... }.
 local function flush(keys, args)
   local room, status = live(keys)
   if status then return { status } end
   local now = tonumber(args[1])
   local admit = math.min(tonumber(args[2]), waiting(keys, room))
   if admit <= 0 then return { 0 } end
-  local first, last = promote(keys, room, admit, now)
-  return { bump(keys, room), first, last, admit }
+  local first, last, ns = promote(keys, room, admit, now)
+  return with_ns({ bump(keys, room), first, last, admit }, ns)
 end
 
 -- ARGV: now ticket. Answers { seq, 1 } for a waiting ticket, { seq, 2 } for a revoked pass.
@@ -207,6 +325,7 @@ local function eject(keys, args)
   local ticket = tonumber(args[2])
   if ticket >= room.head and ticket < room.next and not redis.call('ZSCORE', keys[2], ticket) then
     release_identity(keys, ticket)
+    redis.call('ZREM', keys[7], ticket)
     if ticket == room.head then
       room.head = room.head + 1
       settle_head(keys, room)
@@ -216,8 +335,9 @@ local function eject(keys, args)
     end
     return { bump(keys, room), 1 }
   end
-  if redis.call('ZSCORE', keys[3], ticket) then
+  if redis.call('ZSCORE', keys[3], ticket) or redis.call('ZSCORE', keys[8], ticket) then
     redis.call('ZREM', keys[3], ticket)
+    redis.call('ZREM', keys[8], ticket)
     return { bump(keys, room), 2 }
   end
   return { 0 }
@@ -230,6 +350,8 @@ local function purge(keys, args)
   local count = waiting(keys, room)
   if count <= 0 then return { 0 } end
   redis.call('DEL', keys[2], keys[4], keys[5])
+  -- The discarded tickets' sightings age out; the holderless ones never would.
+  redis.call('ZREMRANGEBYSCORE', keys[7], '+inf', '+inf')
   redis.call('HSET', keys[1], 'head', room.next)
   return { bump(keys, room), count }
 end
@@ -245,17 +367,19 @@ end
 local function delete(keys, args)
   local room, status = live(keys)
   if status then return { status } end
-  redis.call('DEL', keys[2], keys[3], keys[4], keys[5], keys[6])
+  redis.call('DEL', keys[2], keys[3], keys[4], keys[5], keys[6], keys[7], keys[8])
   redis.call('HSET', keys[1], 'exists', '0')
   return { bump(keys, room) }
 end
 
 -- ARGV: JSON {meta = {field = value...}, holes = [t...], passes = [[t, at]...],
--- identities = [[t, identity]...]}. Replaces the room with a state rebuilt from the journal
--- and lifts the hold.
+-- slotless = [[t, at]...], identities = [[t, identity]...], seen = [[t, ms]...],
+-- holderless = [t...]}. Replaces the room with a state rebuilt from the journal and lifts the
+-- hold. Sightings are not journaled: s keeps what it has and takes the engine's own on top
+-- (ZADD GT); holderless waiting tickets are +inf again.
 local function restore(keys, args)
   local state = cjson.decode(args[1])
-  redis.call('DEL', keys[1], keys[2], keys[3], keys[4], keys[5])
+  redis.call('DEL', keys[1], keys[2], keys[3], keys[4], keys[5], keys[8])
   local meta = {}
   for field, value in pairs(state.meta) do
     meta[#meta + 1] = field
@@ -268,6 +392,11 @@ local function restore(keys, args)
     redis.call('HSET', keys[4], entry[1], entry[2])
     redis.call('HINCRBY', keys[5], entry[2], 1)
   end
+  for _, pass in ipairs(state.slotless or {}) do redis.call('ZADD', keys[8], pass[2], pass[1]) end
+  for _, entry in ipairs(state.seen or {}) do
+    redis.call('ZADD', keys[7], 'GT', entry[2], entry[1])
+  end
+  for _, ticket in ipairs(state.holderless or {}) do redis.call('ZADD', keys[7], '+inf', ticket) end
   return { tonumber(state.meta.seq) }
 end
 
@@ -281,3 +410,4 @@ redis.register_function('qm_purge', purge)
 redis.register_function('qm_set', set_field)
 redis.register_function('qm_delete', delete)
 redis.register_function('qm_restore', restore)
+redis.register_function('qm_seen', seen)

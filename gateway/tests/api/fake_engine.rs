@@ -67,6 +67,8 @@ pub(crate) struct FakeEngine {
     pub(crate) watch_calls: Arc<AtomicUsize>,
     pub(crate) watch_open: Arc<AtomicUsize>,
     pub(crate) status_calls: Arc<AtomicUsize>,
+    /// Every Seen RPC: (room id, tickets).
+    pub(crate) seen_calls: Arc<Mutex<Vec<(String, Vec<u64>)>>>,
     /// Bumped to end every open Watch stream (a broken engine connection, as the gateway sees it).
     watch_breaker: Arc<Mutex<Option<watch::Sender<u64>>>>,
 }
@@ -362,6 +364,15 @@ impl Engine for FakeEngine {
             stream,
             Box::pin(broken),
         ))))
+    }
+
+    async fn seen(&self, request: Request<SeenRequest>) -> Result<Response<SeenReply>, Status> {
+        let request = request.into_inner();
+        self.seen_calls
+            .lock()
+            .unwrap()
+            .push((request.room_id, request.tickets));
+        Ok(Response::new(SeenReply {}))
     }
 
     async fn room_info(
