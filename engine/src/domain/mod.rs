@@ -10,6 +10,8 @@ mod room;
 mod summary;
 
 #[cfg(test)]
+mod presence_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
