@@ -9,7 +9,9 @@
 //!   promoted range is still the lowest waiting tickets.
 //! - A pass holds its slot while it is inside `passedTtlSec`, is not a ghost, and either
 //!   `presenceSec` has not run out since the grant or its holder was seen at or after the grant
-//!   (was told they are through). A holder never told gives the slot back after `presenceSec`.
+//!   (was told they are through). A holder never told gives the slot back after `presenceSec`,
+//!   for good: a sighting of a pass later than `presenceSec` after its grant is not recorded, so
+//!   a holder coming back late still enters at the door but cannot overfill the room.
 //! - Tickets without a recorded holder (empty session hash: engine-internal callers) are always
 //!   present; `presenceSec: null` makes everyone present, which is the rule before QM-345.
 //!
@@ -33,19 +35,26 @@ impl Room {
     }
 
     /// Records a sighting of `ticket`'s holder at `at_ms`. Only a waiting ticket or a pass with
-    /// a recorded holder has a presence to keep; anything else is ignored. Answers whether the
-    /// sighting was kept.
+    /// a recorded holder has a presence to keep, and a pass only within `presenceSec` of its
+    /// grant (after that its slot is gone for good); anything else is ignored. Answers whether
+    /// the sighting was kept.
     pub fn see(&mut self, ticket: u64, at_ms: i64) -> bool {
         let Some(record) = self.ticket(ticket) else {
             return false;
         };
-        if record.session_hash.is_empty()
-            || !matches!(
-                record.status,
-                TicketStatus::Waiting | TicketStatus::Passed { .. }
-            )
-        {
+        if record.session_hash.is_empty() {
             return false;
+        }
+        match record.status {
+            TicketStatus::Waiting => {}
+            TicketStatus::Passed { at_ms: granted_at } => {
+                if let Some(window) = self.presence_window_ms()
+                    && at_ms >= granted_at + window
+                {
+                    return false;
+                }
+            }
+            TicketStatus::Ejected | TicketStatus::Purged => return false,
         }
         let seen = self.presence.entry(ticket).or_insert(at_ms);
         *seen = (*seen).max(at_ms);

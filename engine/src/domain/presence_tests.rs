@@ -93,8 +93,15 @@ fn absent_holders_pass_in_order_free_and_slotless() {
     // One visitor of credit: a and c pass free around b, d waits for the next slice's credit.
     let (first, last, count, ns) = batch(fixture.tick(T0 + 6_000));
     assert_eq!((first, last, count, ns), (1, 3, 3, vec![1, 3]));
-    assert_eq!(fixture.room.carry.credit_sixtieths, 0, "only b was paid for");
-    assert_eq!(fixture.room.active_passes(T0 + 6_000), 1, "ghosts hold no slot");
+    assert_eq!(
+        fixture.room.carry.credit_sixtieths, 0,
+        "only b was paid for"
+    );
+    assert_eq!(
+        fixture.room.active_passes(T0 + 6_000),
+        1,
+        "ghosts hold no slot"
+    );
     assert_eq!(fixture.room.slotless_passes(T0 + 6_000), 2);
     assert!(fixture.passed(1, T0 + 6_000) && fixture.passed(3, T0 + 6_000));
     assert_eq!(fixture.room.position_of(4), Some(1));
@@ -132,7 +139,12 @@ fn the_replay_restores_ghost_passes_slotless() {
     let rebuilt = fixture.replayed();
     assert_eq!(rebuilt, fixture.room, "the fold equals the live room");
     assert_eq!(rebuilt.active_passes(T0 + 10_000), 1);
-    assert!(rebuilt.passes.iter().any(|pass| pass.ticket == 1 && pass.slotless));
+    assert!(
+        rebuilt
+            .passes
+            .iter()
+            .any(|pass| pass.ticket == 1 && pass.slotless)
+    );
 
     // Even without the sightings (a rebuild knows none), ghosts stay slotless.
     let bare = Room::replay(&fixture.records).expect("fold");
@@ -141,21 +153,33 @@ fn the_replay_restores_ghost_passes_slotless() {
 
 #[test]
 fn a_pass_never_told_gives_its_slot_back_after_presence_sec() {
-    let mut fixture = Fixture::new(json!({"ratePerMinute": 600, "maxConcurrent": 1, "presenceSec": 5}));
+    let mut fixture =
+        Fixture::new(json!({"ratePerMinute": 600, "maxConcurrent": 1, "presenceSec": 5}));
     let untold = fixture.join("a", T0);
     let next = fixture.join("b", T0);
     assert_eq!(batch(fixture.tick(T0 + 1_000)).0, untold);
     fixture.room.see(next, T0 + 4_000);
     assert_eq!(fixture.tick(T0 + 5_000), None, "the slot is taken");
     assert_eq!(fixture.room.free_slots(T0 + 5_999), 0);
-    assert_eq!(fixture.room.free_slots(T0 + 6_000), 1, "never told: slot back");
-    assert!(fixture.passed(untold, T0 + 6_000), "still a pass at the door");
+    assert_eq!(
+        fixture.room.free_slots(T0 + 6_000),
+        1,
+        "never told: slot back"
+    );
+    assert!(
+        fixture.passed(untold, T0 + 6_000),
+        "still a pass at the door"
+    );
+    // Told too late: the slot stays given back, so a returning holder cannot overfill the room.
+    assert!(!fixture.room.see(untold, T0 + 6_500));
+    assert_eq!(fixture.room.free_slots(T0 + 6_500), 1);
     assert_eq!(batch(fixture.tick(T0 + 6_000)).0, next);
 }
 
 #[test]
 fn a_pass_told_in_time_keeps_its_slot() {
-    let mut fixture = Fixture::new(json!({"ratePerMinute": 600, "maxConcurrent": 1, "presenceSec": 5}));
+    let mut fixture =
+        Fixture::new(json!({"ratePerMinute": 600, "maxConcurrent": 1, "presenceSec": 5}));
     let told = fixture.join("a", T0);
     let next = fixture.join("b", T0);
     fixture.tick(T0 + 1_000);
@@ -175,7 +199,11 @@ fn tickets_without_a_holder_are_always_present() {
     assert!(fixture.room.is_present(internal, T0 + 3_600_000));
     assert!(!fixture.room.see(internal, T0 + 1_000), "nothing to record");
     let (_, last, count, ns) = batch(fixture.tick(T0 + 60_000));
-    assert_eq!((last, count, ns), (1, 1, vec![]), "paid and holding its slot");
+    assert_eq!(
+        (last, count, ns),
+        (1, 1, vec![]),
+        "paid and holding its slot"
+    );
     assert_eq!(fixture.room.active_passes(T0 + 120_000), 1);
     assert_eq!(fixture.tick(T0 + 120_000), None);
 }

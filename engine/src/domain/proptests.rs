@@ -12,16 +12,31 @@ const T0: i64 = 1_700_000_000_000;
 
 #[derive(Debug, Clone)]
 enum Operation {
-    Join { identity: u8, holder: bool },
+    Join {
+        identity: u8,
+        holder: bool,
+    },
     /// A sighting of a ticket's holder (status, kept join, stream heartbeat).
-    See { pick: u64 },
+    See {
+        pick: u64,
+    },
     Tick,
-    Advance { ms: i64 },
-    Flush { count: u64 },
-    Eject { pick: u64 },
+    Advance {
+        ms: i64,
+    },
+    Flush {
+        count: u64,
+    },
+    Eject {
+        pick: u64,
+    },
     Purge,
-    SetRate { rate: u32 },
-    SetState { state: RoomState },
+    SetRate {
+        rate: u32,
+    },
+    SetState {
+        state: RoomState,
+    },
 }
 
 fn operation() -> impl Strategy<Value = Operation> {

@@ -144,14 +144,18 @@ local function outflow_batch(keys, room, now, window, affordable)
 end
 
 -- ARGV: now ticket seen_ms [ticket seen_ms ...]. A batch of sightings (an engine's status
--- calls and its gateways' stream heartbeats). Records nothing in the journal: answers { 0 }.
+-- calls and its gateways' stream heartbeats). A pass's sighting counts only within the window
+-- after its grant: a slot given back stays given back. Nothing is journaled: answers { 0 }.
 local function seen(keys, args)
   local room, status = live(keys)
   if status then return { status } end
+  local window = num(redis.call('HGET', keys[1], 'pres'))
   for i = 2, #args - 1, 2 do
     local ticket, at = tonumber(args[i]), tonumber(args[i + 1])
     if ticket and at and ticket >= 1 and ticket < room.next then
-      if redis.call('ZSCORE', keys[7], ticket) ~= 'inf' then
+      local granted = num(redis.call('ZSCORE', keys[3], ticket))
+      local late = window and granted and at >= granted + window
+      if not late and redis.call('ZSCORE', keys[7], ticket) ~= 'inf' then
         redis.call('ZADD', keys[7], 'GT', at, ticket)
       end
     end

@@ -9,6 +9,7 @@ mod events;
 mod health;
 mod identity;
 mod outflow;
+mod presence;
 mod refresh;
 mod routing;
 mod visitor;
