@@ -6,7 +6,8 @@
 //!   credit and a free slot; an absent holder's ticket is promoted with the batch for free and
 //!   its pass owns no slot (listed in the `Passed` event's `ns`, so a replay restores it
 //!   slotless). The batch stops at the first present holder that cannot be paid for, so the
-//!   promoted range is still the lowest waiting tickets.
+//!   promoted range is still the lowest waiting tickets. A room at rate 0 admits nobody, ghosts
+//!   included.
 //! - A pass holds its slot while it is inside `passedTtlSec`, is not a ghost, and either
 //!   `presenceSec` has not run out since the grant or its holder was seen at or after the grant
 //!   (was told they are through). A holder never told gives the slot back after `presenceSec`,
@@ -135,6 +136,10 @@ impl Room {
         if self.presence_window_ms().is_none() {
             let admit = affordable.min(self.waiting());
             return (admit, admit);
+        }
+        if self.config.rate_per_minute == 0 {
+            // A room set to admit nobody admits nobody: ghosts ride with a moving line only.
+            return (0, 0);
         }
         let mut affordable = affordable;
         let (mut count, mut paid, mut examined) = (0, 0, 0);

@@ -271,3 +271,11 @@ fn the_ns_field_is_optional_on_the_journal() {
     let written = serde_json::to_string(&ghost).expect("serializes");
     assert!(written.contains("\"ns\":[2]"), "{written}");
 }
+
+#[test]
+fn a_room_at_rate_zero_promotes_no_ghost() {
+    let mut fixture = Fixture::new(json!({"ratePerMinute": 0, "presenceSec": 5}));
+    fixture.join("gone", T0);
+    assert_eq!(fixture.tick(T0 + 60_000), None);
+    assert_eq!(fixture.room.waiting(), 1);
+}

@@ -297,7 +297,10 @@ local function tick(keys, args)
     affordable = math.min(affordable, math.max(max_concurrent - active, 0))
   end
   local admit, paid
-  if window then
+  if window and tonumber(f[3]) == 0 then
+    -- A room set to admit nobody admits nobody: ghosts ride with a moving line only.
+    admit, paid = 0, 0
+  elseif window then
     admit, paid = outflow_batch(keys, room, now, window, affordable)
   else
     admit = math.min(affordable, waiting(keys, room))

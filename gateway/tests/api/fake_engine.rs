@@ -302,7 +302,9 @@ impl Engine for FakeEngine {
         if room.holes.contains(&ticket) {
             return Ok(Response::new(lapsed("ejected")));
         }
-        let status = FakeEngine::place_status(&request.room_id, room, ticket, false);
+        let mut status = FakeEngine::place_status(&request.room_id, room, ticket, false);
+        status.bound = !request.session_hash.is_empty()
+            && room.owners.get(&ticket) == Some(&request.session_hash);
         Ok(Response::new(PlaceReply {
             outcome: Some(place_reply::Outcome::Place(status)),
         }))
