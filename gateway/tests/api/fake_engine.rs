@@ -50,6 +50,9 @@ impl FakeRoom {
     }
 }
 
+/// One Seen RPC as the fake received it: (room id, tickets).
+pub(crate) type SeenCall = (String, Vec<u64>);
+
 pub(crate) const TARGET_URL: &str = "https://shop.example/checkout";
 
 #[derive(Default)]
@@ -68,7 +71,7 @@ pub(crate) struct FakeEngine {
     pub(crate) watch_open: Arc<AtomicUsize>,
     pub(crate) status_calls: Arc<AtomicUsize>,
     /// Every Seen RPC: (room id, tickets).
-    pub(crate) seen_calls: Arc<Mutex<Vec<(String, Vec<u64>)>>>,
+    pub(crate) seen_calls: Arc<Mutex<Vec<SeenCall>>>,
     /// Bumped to end every open Watch stream (a broken engine connection, as the gateway sees it).
     watch_breaker: Arc<Mutex<Option<watch::Sender<u64>>>>,
 }
