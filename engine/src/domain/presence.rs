@@ -19,7 +19,7 @@
 //! Sightings are not journaled (far too frequent); only their outcome, `ns`, is. The durable
 //! store keeps them in Valkey (`qm.lua`, key `s`) and must decide exactly as this file does.
 
-use super::room::{LivePass, Room, TicketRecord, TicketStatus};
+use super::room::{LivePass, MAX_PASS_TTL_MS, Room, TicketRecord, TicketStatus};
 
 /// Most tickets one outflow slice examines (holes included), so one slice, and the Valkey
 /// function that mirrors it, stays short however many ghosts sit at the head of the line.
@@ -220,7 +220,7 @@ impl Room {
             };
             match record.status {
                 TicketStatus::Waiting => true,
-                TicketStatus::Passed { at_ms } => at_ms + 86_400_000 >= now_ms,
+                TicketStatus::Passed { at_ms } => at_ms + MAX_PASS_TTL_MS >= now_ms,
                 TicketStatus::Ejected | TicketStatus::Purged => false,
             }
         });

@@ -13,7 +13,7 @@ use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 
 /// Longest `passedTtlSec`: passes older than this can never hold a slot again, so they are
 /// dropped from the live-pass list.
-const MAX_PASS_TTL_MS: i64 = 86_400_000;
+pub(crate) const MAX_PASS_TTL_MS: i64 = 86_400_000;
 /// Most credit a room carries between slices: one visitor (in sixtieths). A slice that
 /// admitted all it could leaves less than that anyway (the fraction that makes 90/min read
 /// 1, 2, 1, 2 and 1/min admit once a minute), so the cap only bites when admission was held
