@@ -75,6 +75,8 @@ pub const READ_ONLY_KEYS: &[&str] = &[
     "nextTicket",
     "estWaitSec",
     "estWaitFloor",
+    "slotlessPasses",
+    "absentWaiting",
 ];
 
 /// One room's configuration: exactly the writable set, camelCase on the wire, `null` where a

@@ -302,6 +302,10 @@ impl Store for MemoryStore {
             let drawn = room.draw_if_due(&mut rand::rng(), now).is_some();
             let outcome = room.join(&request, now)?;
             let changed = drawn || outcome.record.is_some();
+            // A join that keeps its place is a sighting of its holder (QM-345).
+            if outcome.record.is_none() && outcome.place.bound {
+                room.see(outcome.place.ticket, now);
+            }
             Ok((outcome.place, changed))
         })))
     }
@@ -314,7 +318,14 @@ impl Store for MemoryStore {
     ) -> StoreFuture<'_, PlaceAnswer> {
         let answer = self
             .with_room(&room_id, |room, now| {
-                Ok((room.status(&claim, &session_hash, now), false))
+                let answer = room.status(&claim, &session_hash, now);
+                // A status that proves the place is a sighting of its holder (QM-345).
+                if let PlaceAnswer::Place(place) = &answer
+                    && place.bound
+                {
+                    room.see(place.ticket, now);
+                }
+                Ok((answer, false))
             })
             .unwrap_or(PlaceAnswer::Lapsed(LapseReason::RoomReset));
         Box::pin(ready(Ok(answer)))
@@ -383,6 +394,14 @@ impl Store for MemoryStore {
 
     fn watch(&self, room_id: String) -> StoreFuture<'_, RoomWatch> {
         Box::pin(ready(Ok(self.watch_now(&room_id))))
+    }
+
+    fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()> {
+        let _ = self.with_room(&room_id, |room, now| {
+            room.see_all(&tickets, now);
+            Ok(((), false))
+        });
+        Box::pin(ready(Ok(())))
     }
 
     fn stats(&self) -> StoreFuture<'_, StatsReply> {

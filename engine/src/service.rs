@@ -13,8 +13,9 @@ use qm_proto::engine::{claim, place_reply, place_status};
 use qm_proto::{
     CheckReply, CheckRequest, DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest,
     Lapsed, ListRoomsReply, ListRoomsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply,
-    PutRoomRequest, RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SetRateRequest,
-    SetStateRequest, StatsReply, StatsRequest, StatusRequest, WatchRequest,
+    PutRoomRequest, RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SeenReply,
+    SeenRequest, SetRateRequest, SetStateRequest, StatsReply, StatsRequest, StatusRequest,
+    WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -245,6 +246,13 @@ impl Engine for EngineService {
             room_watch.changes,
             self.stop.clone(),
         )))
+    }
+
+    async fn seen(&self, request: Request<SeenRequest>) -> Reply<SeenReply> {
+        let request = request.into_inner();
+        let room_id = checked_room_id(request.room_id)?;
+        self.store.seen(room_id, request.tickets).await?;
+        Ok(Response::new(SeenReply {}))
     }
 
     async fn room_info(&self, request: Request<RoomRef>) -> Reply<RoomInfoReply> {

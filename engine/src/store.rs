@@ -76,6 +76,9 @@ pub trait Store: Send + Sync + 'static {
     /// Subscribes to a room's views; a missing room reads `exists: false` until it is created.
     fn watch(&self, room_id: String) -> StoreFuture<'_, RoomWatch>;
     fn stats(&self) -> StoreFuture<'_, StatsReply>;
+    /// Sightings of the holders of `tickets` now (QM-345): a gateway's report of the streams it
+    /// holds open. Best effort and unjournaled; unknown rooms and tickets are ignored.
+    fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()>;
 
     /// Whether the store can persist changes now, as it changes (`None`: always ready).
     fn readiness(&self) -> Option<watch::Receiver<bool>> {

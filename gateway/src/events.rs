@@ -114,6 +114,9 @@ struct Listener {
     asked_since_heartbeat: bool,
     /// The place lapsed: it never comes back, so nobody is asked again.
     lapsed: Option<Map<String, Value>>,
+    /// The ticket this stream's heartbeats vouch for (QM-345): the engine's latest answer named
+    /// it and the request's ownership cookie proved it.
+    vouched_ticket: Option<u64>,
 }
 
 impl Listener {
@@ -136,6 +139,7 @@ impl Listener {
             refresh_granted: false,
             asked_since_heartbeat: false,
             lapsed: None,
+            vouched_ticket: None,
         }
     }
 
@@ -169,10 +173,15 @@ impl Listener {
                     self.place = VisitorPlace::Ticket(ticket);
                     self.generation = place.generation;
                 }
+                self.vouched_ticket = match place.place {
+                    Some(place_status::Place::Ticket(ticket)) if place.bound => Some(ticket),
+                    _ => None,
+                };
                 Ok(place_fields(&place))
             }
             Some(place_reply::Outcome::Lapsed(lapsed)) => {
                 self.refresh_granted = false;
+                self.vouched_ticket = None;
                 let fields = lapsed_fields(&lapsed.reason);
                 self.lapsed = Some(fields.clone());
                 Ok(fields)
@@ -258,6 +267,9 @@ impl Listener {
             let _permit = permit;
             let mut views = hub.views();
             let mut views_open = true;
+            // Held for the stream's life too: its ticket in the room's presence report.
+            let mut presence = hub.presence();
+            presence.set(self.vouched_ticket);
             let mut last = first;
             yield Ok(status_event(&last, self.fresh_token.as_deref()));
             let mut next_heartbeat = Instant::now() + HEARTBEAT;
@@ -311,6 +323,7 @@ impl Listener {
                         break;
                     }
                 };
+                presence.set(self.vouched_ticket);
                 yield Ok(status_event(&fields, self.fresh_token.as_deref()));
                 last = fields;
                 next_heartbeat = Instant::now() + HEARTBEAT;
@@ -321,6 +334,7 @@ impl Listener {
                     break;
                 }
             }
+            drop(presence);
             drop(hub);
         }
     }

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::events::stopped;
+use crate::presence::{StreamPresence, StreamTickets, report_room};
 use crate::status_body::Branding;
 
 const FIRST_RETRY: Duration = Duration::from_millis(100);
@@ -45,6 +46,9 @@ pub(crate) struct RoomHub {
     hub_id: u64,
     views: watch::Receiver<LatestView>,
     follower: AbortHandle,
+    /// The tickets of this room's open streams, reported to the engine every heartbeat.
+    stream_tickets: Arc<StreamTickets>,
+    reporter: AbortHandle,
 }
 
 impl RoomHubs {
@@ -73,12 +77,21 @@ impl RoomHubs {
             sender,
             self.shutdown.clone(),
         ));
+        let stream_tickets = Arc::new(StreamTickets::default());
+        let reporter = tokio::spawn(report_room(
+            self.engine.clone(),
+            room_id.to_owned(),
+            stream_tickets.clone(),
+            self.shutdown.clone(),
+        ));
         let hub = Arc::new(RoomHub {
             hubs: self.clone(),
             room_id: room_id.to_owned(),
             hub_id: self.next_hub_id.fetch_add(1, Ordering::Relaxed),
             views,
             follower: follower.abort_handle(),
+            stream_tickets,
+            reporter: reporter.abort_handle(),
         });
         rooms.insert(room_id.to_owned(), Arc::downgrade(&hub));
         tracing::debug!(room_id, "room hub opened");
@@ -102,11 +115,17 @@ impl RoomHub {
         views.mark_unchanged();
         views
     }
+
+    /// A stream's entry in the room's presence report (empty until the stream sets a ticket).
+    pub(crate) fn presence(&self) -> StreamPresence {
+        StreamPresence::new(self.stream_tickets.clone())
+    }
 }
 
 impl Drop for RoomHub {
     fn drop(&mut self) {
         self.follower.abort();
+        self.reporter.abort();
         let mut rooms = self
             .hubs
             .rooms

@@ -12,6 +12,7 @@ mod join_form;
 mod notify;
 mod pages;
 mod places;
+mod presence;
 mod protection;
 mod rate_limit;
 mod refresh;

@@ -12,6 +12,11 @@
 //! Clocks: `tick` takes a synthetic `now` the test controls (the same for both stores, kept
 //! at or ahead of the wall clock); every other operation reads each store's own wall clock, so
 //! only fields that do not depend on the instant an operation ran are compared.
+//!
+//! Presence (QM-345): joins, bound status calls and `seen` reports are sightings stamped with
+//! each store's own wall clock, a few milliseconds apart. A tick whose `now` falls within a
+//! hair of a sighting's (or a flush's grant's) `presenceSec` deadline is moved on, like the
+//! pass-expiry hazard below, so whether a holder counts as present is never a coin toss.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -67,6 +72,7 @@ struct RoomSpec {
     max_concurrent: Option<u64>,
     passed_ttl_sec: u64,
     queue_max_per_ip: Option<u32>,
+    presence_sec: Option<u64>,
     state: RoomState,
 }
 
@@ -96,6 +102,7 @@ enum Patch {
     MaxConcurrent(Option<u64>),
     PassedTtl(u64),
     QueueMaxPerIp(Option<u32>),
+    PresenceSec(Option<u64>),
     State(RoomState),
     Name(u8),
     Invalid(u8),
@@ -128,6 +135,11 @@ enum Op {
         claim: ClaimPick,
         session: usize,
     },
+    /// A gateway's heartbeat report of open streams: earlier tickets (indexes) and a raw one.
+    Seen {
+        picks: [usize; 2],
+        raw: u64,
+    },
     Check {
         claim: Option<ClaimPick>,
     },
@@ -155,20 +167,35 @@ fn state() -> impl Strategy<Value = RoomState> {
     ]
 }
 
+/// A presence window: off, or long enough (30 s and up) that no sighting lapses by the wall
+/// clock within one case; only the synthetic ticks jump past it.
+fn presence_sec() -> impl Strategy<Value = Option<u64>> {
+    prop_oneof![1 => Just(None), 2 => Just(Some(30u64)), 1 => Just(Some(45u64))]
+}
+
 fn room_spec() -> impl Strategy<Value = RoomSpec> {
     (
         0u32..=600,
         proptest::option::of(1u64..=20),
         30u64..=600,
         proptest::option::of(1u32..=3),
+        presence_sec(),
         state(),
     )
         .prop_map(
-            |(rate_per_minute, max_concurrent, passed_ttl_sec, queue_max_per_ip, state)| RoomSpec {
+            |(
                 rate_per_minute,
                 max_concurrent,
                 passed_ttl_sec,
                 queue_max_per_ip,
+                presence_sec,
+                state,
+            )| RoomSpec {
+                rate_per_minute,
+                max_concurrent,
+                passed_ttl_sec,
+                queue_max_per_ip,
+                presence_sec,
                 state,
             },
         )
@@ -189,6 +216,7 @@ fn patch() -> impl Strategy<Value = Patch> {
         2 => proptest::option::of(1u64..=20).prop_map(Patch::MaxConcurrent),
         1 => (30u64..=600).prop_map(Patch::PassedTtl),
         2 => proptest::option::of(1u32..=3).prop_map(Patch::QueueMaxPerIp),
+        1 => presence_sec().prop_map(Patch::PresenceSec),
         2 => state().prop_map(Patch::State),
         1 => any::<u8>().prop_map(Patch::Name),
         1 => (0u8..5).prop_map(Patch::Invalid),
@@ -215,6 +243,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => state().prop_map(|state| Op::SetState { state }),
         3 => (claim_pick(), 0..SESSIONS.len())
             .prop_map(|(claim, session)| Op::Status { claim, session }),
+        2 => (any::<[usize; 2]>(), 0u64..40).prop_map(|(picks, raw)| Op::Seen { picks, raw }),
         2 => proptest::option::of(claim_pick()).prop_map(|claim| Op::Check { claim }),
         2 => patch().prop_map(|patch| Op::Update { patch }),
         1 => Just(Op::Delete),
@@ -297,6 +326,7 @@ fn patch_body(room_id: &str, patch: Patch) -> Value {
         Patch::MaxConcurrent(max) => ("maxConcurrent", json!(max)),
         Patch::PassedTtl(ttl) => ("passedTtlSec", json!(ttl)),
         Patch::QueueMaxPerIp(cap) => ("queueMaxPerIp", json!(cap)),
+        Patch::PresenceSec(window) => ("presenceSec", json!(window)),
         Patch::State(state) => ("state", json!(state.as_str())),
         Patch::Name(n) => ("name", json!(format!("Renamed {n}"))),
         Patch::Invalid(0) => ("passedTtlSec", json!(5)),
@@ -344,6 +374,8 @@ fn tally(op: &Op, answer: &Value) {
         format!("{how} {passed}")
     } else if let Some(action) = ok["reason"].as_str() {
         format!("check {action}")
+    } else if ok["ghosts"] == true {
+        "ghosts promoted slotless".to_owned()
     } else if ok["passed"].as_u64().is_some_and(|passed| passed > 0)
         || ok["purged"].as_u64().is_some_and(|purged| purged > 0)
     {
@@ -371,6 +403,9 @@ struct Case<'a> {
     tickets: Vec<u64>,
     /// The synthetic clock `tick` runs on.
     now: i64,
+    /// Wall-clock spans (start, end) of operations that may stamp a sighting or a grant with
+    /// each store's own clock: joins, status calls, seen reports and flushes.
+    stamped: Vec<(i64, i64)>,
     trace: Vec<String>,
 }
 
@@ -462,7 +497,7 @@ impl Case<'_> {
         if let Op::Tick { step_ms } = op {
             self.now = (self.now + step_ms).max(now_ms());
             let planned = self.now;
-            while self.tick_hazard(self.now).await {
+            while self.tick_hazard(self.now).await || self.presence_hazard(self.now).await {
                 self.now += 1000;
             }
             what = format!("{what} at {}", self.now);
@@ -472,14 +507,25 @@ impl Case<'_> {
             }
         }
         let passed_before = self.passed_total().await;
+        let slotless_before = self.slotless_passes().await;
+        let started_ms = now_ms();
         let mut answers = Vec::with_capacity(2);
         for side in [MEMORY, DURABLE] {
             answers.push(self.run(side, op).await);
+        }
+        if matches!(
+            op,
+            Op::Join { .. } | Op::Status { .. } | Op::Seen { .. } | Op::Flush { .. }
+        ) {
+            self.stamped.push((started_ms, now_ms()));
         }
         if let Op::Tick { .. } = op
             && self.passed_total().await > passed_before
         {
             tally(&op, &json!({ "ok": { "passed": 1 } }));
+            if self.slotless_passes().await > slotless_before {
+                tally(&op, &json!({ "ok": { "ghosts": true } }));
+            }
         }
         let [memory, durable]: [Value; 2] = answers.try_into().expect("two answers");
         if let Op::Join { .. } = op
@@ -553,6 +599,15 @@ impl Case<'_> {
                     .await;
                 outcome(&answer, |answer| answer_json(answer, generation))
             }
+            Op::Seen { picks, raw } => {
+                let mut tickets: Vec<u64> = picks
+                    .iter()
+                    .filter(|_| !self.tickets.is_empty())
+                    .map(|index| self.tickets[index % self.tickets.len()])
+                    .collect();
+                tickets.push(raw);
+                outcome(&store.seen(room_id, tickets).await, |()| Value::Null)
+            }
             Op::Check { claim } => {
                 let claim = claim.map(|pick| self.claim(pick, side));
                 let answer = store.check(room_id, claim).await;
@@ -575,6 +630,13 @@ impl Case<'_> {
                 })
             }),
         }
+    }
+
+    /// The memory store's `slotlessPasses` (0 without a room).
+    async fn slotless_passes(&self) -> u64 {
+        self.room(MEMORY).await.map_or(0, |room| {
+            room["slotlessPasses"].as_u64().unwrap_or_default()
+        })
     }
 
     /// The memory store's `passedTotal` (0 without a room).
@@ -613,6 +675,21 @@ impl Case<'_> {
         active[MEMORY] != active[DURABLE]
     }
 
+    /// Whether a tick at `now` lands within a margin of a presence deadline (a sighting or a
+    /// flush's grant plus `presenceSec`) that the two stores stamped a few ms apart.
+    async fn presence_hazard(&self, now: i64) -> bool {
+        const MARGIN_MS: i64 = 50;
+        let Ok(room) = self.room(MEMORY).await else {
+            return false;
+        };
+        let Some(window_ms) = room["presenceSec"].as_i64().map(|seconds| seconds * 1000) else {
+            return false;
+        };
+        self.stamped.iter().any(|(started, ended)| {
+            now >= started + window_ms - MARGIN_MS && now <= ended + window_ms + MARGIN_MS
+        })
+    }
+
     /// The expiry instant of every live pass of the room, in ticket (grant) order.
     async fn pass_expiries(&self, side: usize, next_ticket: u64) -> Vec<i64> {
         let mut expiries = Vec::new();
@@ -647,6 +724,7 @@ async fn run_case(
             "maxConcurrent": spec.max_concurrent,
             "passedTtlSec": spec.passed_ttl_sec,
             "queueMaxPerIp": spec.queue_max_per_ip,
+            "presenceSec": spec.presence_sec,
             "state": spec.state.as_str(),
         }),
     );
@@ -657,6 +735,7 @@ async fn run_case(
         generations: [0; 2],
         tickets: Vec::new(),
         now: now_ms(),
+        stamped: Vec::new(),
         trace: Vec::new(),
     };
     let mut created = Vec::with_capacity(2);

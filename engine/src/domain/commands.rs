@@ -219,8 +219,9 @@ impl Room {
 
     /// One outflow slice for the calendar second of `now_ms` (later calls in the same second
     /// do nothing): accrue `ratePerMinute / 60`, admit what the credit, the free
-    /// `maxConcurrent` slots and the line allow, and cap the carried credit so an idle or
-    /// blocked room does not bank a burst.
+    /// `maxConcurrent` slots and the line allow (absent holders pass with the batch for free,
+    /// see `presence.rs`), and cap the carried credit so an idle or blocked room does not bank
+    /// a burst.
     pub fn tick(&mut self, now_ms: i64) -> Option<EventRecord> {
         let second = now_ms.div_euclid(1000);
         let elapsed = match self.carry.last_tick_second {
@@ -236,10 +237,9 @@ impl Room {
             return None;
         }
         let credit = self.carry.credit_sixtieths + u64::from(self.config.rate_per_minute) * elapsed;
-        let admit = (credit / 60)
-            .min(self.free_slots(now_ms))
-            .min(self.waiting());
-        let credit_after = (credit - admit * 60).min(CREDIT_CAP_SIXTIETHS);
+        // `paid` of the `admit` cost credit and a slot; the rest are ghosts (presence.rs).
+        let (admit, paid) = self.outflow_batch(credit, now_ms);
+        let credit_after = (credit - paid * 60).min(CREDIT_CAP_SIXTIETHS);
         if admit == 0 {
             self.carry.credit_sixtieths = credit_after;
             return None;
@@ -274,6 +274,7 @@ impl Room {
     ) -> EventRecord {
         let first = self.head;
         let last = self.nth_waiting(admit);
+        let ns = self.absent_between(first, last, now_ms);
         self.commit(
             now_ms,
             RoomEvent::Passed {
@@ -282,6 +283,7 @@ impl Room {
                 count: admit,
                 by,
                 credit_after,
+                ns,
             },
         )
     }

@@ -47,6 +47,11 @@ pub enum RoomEvent {
         count: u64,
         by: PassedBy,
         credit_after: Option<u64>,
+        /// Ghost tickets (QM-345), ascending: promoted while their holder was absent, so their
+        /// passes own no `maxConcurrent` slot. Omitted when empty, so journal rows written
+        /// before presence existed still parse (as "nobody was slotless").
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ns: Vec<u64>,
     },
     /// A waiting ticket left the line, or a pass was revoked.
     Ejected {

@@ -6,9 +6,12 @@ mod commands;
 mod event;
 mod place;
 mod prequeue;
+mod presence;
 mod room;
 mod summary;
 
+#[cfg(test)]
+mod presence_tests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

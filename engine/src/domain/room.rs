@@ -14,7 +14,7 @@ use super::prequeue::PreQueue;
 
 /// Longest `passedTtlSec`: passes older than this can never hold a slot again, so they are
 /// dropped from the live-pass list.
-const MAX_PASS_TTL_MS: i64 = 86_400_000;
+pub(crate) const MAX_PASS_TTL_MS: i64 = 86_400_000;
 /// Most credit a room carries between slices: one visitor (in sixtieths). A slice that
 /// admitted all it could leaves less than that anyway (the fraction that makes 90/min read
 /// 1, 2, 1, 2 and 1/min admit once a minute), so the cap only bites when admission was held
@@ -46,6 +46,8 @@ pub(crate) struct TicketRecord {
 pub(crate) struct LivePass {
     pub(crate) ticket: u64,
     pub(crate) at_ms: i64,
+    /// Promoted while its holder was absent (listed in the event's `ns`): owns no slot.
+    pub(crate) slotless: bool,
 }
 
 /// Passes granted during one calendar second (a ring slot of the last minute).
@@ -100,6 +102,10 @@ pub struct Room {
     pub(crate) passed_total: u64,
     /// The branding object as JSON, kept with the config because every status answer carries it.
     pub(crate) branding_json: String,
+    /// Last sighting (epoch ms) of a ticket's holder after its join, for the presence rule
+    /// (`presence.rs`). Not journaled, so not part of the fold: a ticket missing here was last
+    /// seen at its join.
+    pub(crate) presence: HashMap<u64, i64>,
 }
 
 impl Room {
@@ -125,6 +131,7 @@ impl Room {
             recent_passes: [SecondCount::default(); PASS_WINDOW_SECONDS],
             passed_total: 0,
             branding_json: "{}".to_owned(),
+            presence: HashMap::new(),
         }
     }
 
@@ -220,8 +227,9 @@ impl Room {
                 count,
                 by,
                 credit_after,
+                ns,
             } => {
-                self.apply_passed(*first, *last, at_ms);
+                self.apply_passed(*first, *last, ns, at_ms);
                 self.count_passes(*count, at_ms);
                 if *by == PassedBy::Outflow
                     && let Some(credit) = credit_after
@@ -285,7 +293,7 @@ impl Room {
         self.updated_at_ms = at_ms;
     }
 
-    fn apply_passed(&mut self, first: u64, last: u64, at_ms: i64) {
+    fn apply_passed(&mut self, first: u64, last: u64, slotless: &[u64], at_ms: i64) {
         for ticket in first..=last {
             let Some(record) = self.tickets.get_mut(ticket.wrapping_sub(1) as usize) else {
                 continue;
@@ -295,7 +303,11 @@ impl Room {
             }
             record.status = TicketStatus::Passed { at_ms };
             release_identity(&mut self.waiting_by_identity, &record.identity);
-            self.passes.push_back(LivePass { ticket, at_ms });
+            self.passes.push_back(LivePass {
+                ticket,
+                at_ms,
+                slotless: slotless.binary_search(&ticket).is_ok(),
+            });
         }
         while self
             .passes
@@ -455,19 +467,16 @@ impl Room {
         at_ms + self.pass_ttl_ms()
     }
 
-    /// Passes still inside their entry window: each holds a `maxConcurrent` slot.
+    /// Passes that hold a `maxConcurrent` slot: inside their entry window and, under the
+    /// presence rule, not ghosts (see `presence.rs`).
     pub fn active_passes(&self, now_ms: i64) -> u64 {
-        let ttl_ms = self.pass_ttl_ms();
-        let expired = self
-            .passes
-            .partition_point(|pass| pass.at_ms + ttl_ms <= now_ms);
-        (self.passes.len() - expired) as u64
+        self.slot_holders(now_ms, u64::MAX)
     }
 
     /// `maxConcurrent` slots not held by an active pass.
     pub fn free_slots(&self, now_ms: i64) -> u64 {
         match self.config.max_concurrent {
-            Some(max) => max.saturating_sub(self.active_passes(now_ms)),
+            Some(max) => max.saturating_sub(self.slot_holders(now_ms, max)),
             None => u64::MAX,
         }
     }

@@ -101,6 +101,10 @@ impl Room {
             "nextTicket": stats.next_ticket,
             "estWaitSec": stats.est_wait_sec,
             "estWaitFloor": stats.est_wait_floor,
+            // Ghost tickets (QM-345): passes usable at the door that hold no slot, and waiting
+            // tickets whose holder is away (counted from the head, at most 10,000 looked at).
+            "slotlessPasses": self.slotless_passes(now_ms),
+            "absentWaiting": self.absent_waiting(now_ms),
         });
         if let Value::Object(extra) = extra {
             object.extend(extra);

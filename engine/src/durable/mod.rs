@@ -13,6 +13,7 @@
 
 mod committer;
 pub mod journal;
+mod presence;
 mod replicas;
 mod scheduled;
 mod valkey;
@@ -97,6 +98,8 @@ pub(crate) struct Shared {
     ready: watch::Sender<bool>,
     /// Changes to announce, in order, by a task of their own so no commit waits on pub/sub.
     announcements: mpsc::UnboundedSender<Change>,
+    /// Sightings of holders (QM-345) waiting to be written to Valkey, once a second per room.
+    sightings: presence::Sightings,
 }
 
 impl Shared {
@@ -364,6 +367,7 @@ impl DurableStore {
             valkey_ok: AtomicBool::new(true),
             ready,
             announcements,
+            sightings: presence::Sightings::default(),
         });
         load_rooms(&shared).await?;
         tokio::spawn(follow_changes(shared.clone(), options.valkey_url.clone()));
@@ -613,7 +617,13 @@ impl DurableStore {
         for _ in 0..JOIN_ATTEMPTS {
             let now = now_ms();
             let replaced = match replica.read(|room| room.join_without_minting(&request, now)) {
-                Ok(place) => return Ok(place),
+                Ok(place) => {
+                    // A join that keeps its place is a sighting of its holder.
+                    if place.bound && place.ticket != 0 {
+                        self.sighted(&replica, room_id, &[place.ticket], now);
+                    }
+                    return Ok(place);
+                }
                 Err(replaced) => replaced,
             };
             if let Some(refusal) = replica.read(|room| room.protection_refusal(&request)) {
@@ -629,11 +639,12 @@ impl DurableStore {
                 self.draw_now(&replica, now).await?;
                 continue;
             }
+            let has_holder = !request.session_hash.is_empty();
             let reply = self.guard(
                 room_id,
                 self.shared
                     .valkey
-                    .join(room_id, now, &request.identity)
+                    .join(room_id, now, &request.identity, has_holder)
                     .await,
             )?;
             match reply.status {
@@ -673,13 +684,22 @@ impl DurableStore {
         if replica.read(|room| claims_unknown_place(room, Some(&claim))) {
             self.shared.catch_up(room_id).await;
         }
-        Ok(replica.read(|room| {
+        let now = now_ms();
+        let answer = replica.read(|room| {
             if room.is_deleted() {
                 PlaceAnswer::Lapsed(LapseReason::RoomReset)
             } else {
-                room.status(&claim, session_hash, now_ms())
+                room.status(&claim, session_hash, now)
             }
-        }))
+        });
+        // A status that proves the place (its ownership cookie) is a sighting of its holder.
+        if let PlaceAnswer::Place(place) = &answer
+            && place.bound
+            && place.ticket != 0
+        {
+            self.sighted(&replica, room_id, &[place.ticket], now);
+        }
+        Ok(answer)
     }
 
     fn check_now(
@@ -728,6 +748,7 @@ impl DurableStore {
             count: passed,
             by: PassedBy::Flush,
             credit_after: None,
+            ns: reply.values_from(3),
         };
         self.record(room_id, reply.status, now, event).await?;
         Ok((passed, self.admin_json(room_id)?))
@@ -785,6 +806,8 @@ impl DurableStore {
         if replica.read(Room::is_deleted) || replica.trouble().is_some() {
             return;
         }
+        // This engine's sightings first, so the slice decides with every one made before it.
+        self.write_sightings(&room_id, now).await;
         if replica.read(|room| room.draw_due(now)) {
             if let Err(error) = self.draw_now(&replica, now).await {
                 tracing::warn!(room_id, error = %error.message, "the pre-queue draw did not land; retrying next second");
@@ -808,6 +831,7 @@ impl DurableStore {
             count: reply.value(2),
             by: PassedBy::Outflow,
             credit_after: Some(reply.value(3)),
+            ns: reply.values_from(4),
         };
         if let Err(error) = self.record(&room_id, reply.status, now, event).await {
             tracing::warn!(room_id, error = %error.message, "outflow slice not journaled; it is taken back");
@@ -1103,5 +1127,14 @@ impl Store for DurableStore {
 
     fn readiness(&self) -> Option<watch::Receiver<bool>> {
         Some(self.shared.ready.subscribe())
+    }
+
+    fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()> {
+        if let Some(replica) = self.shared.replicas.get(&room_id)
+            && !replica.read(Room::is_deleted)
+        {
+            self.sighted(&replica, &room_id, &tickets, now_ms());
+        }
+        Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -42,6 +42,12 @@ impl Replica {
         read(&lock(&self.room))
     }
 
+    /// Records this engine's sightings of holders in the replica (for its admin stats; the
+    /// outflow itself decides by the sightings in Valkey).
+    pub(crate) fn see(&self, tickets: &[u64], at_ms: i64) {
+        lock(&self.room).see_all(tickets, at_ms);
+    }
+
     pub(crate) fn trouble(&self) -> Option<Trouble> {
         lock(&self.trouble).clone()
     }

@@ -32,7 +32,14 @@ impl DurableStore {
             &room_id,
             self.shared
                 .valkey
-                .prejoin(&room_id, now, handle, &request.identity, ceiling)
+                .prejoin(
+                    &room_id,
+                    now,
+                    handle,
+                    &request.identity,
+                    ceiling,
+                    !request.session_hash.is_empty(),
+                )
                 .await,
         )?;
         match reply.status {

@@ -30,6 +30,15 @@ impl Reply {
     pub(crate) fn value(&self, index: usize) -> u64 {
         self.values.get(index).copied().unwrap_or_default().max(0) as u64
     }
+
+    /// Every value from `index` on (the ghost tickets a promotion appends).
+    pub(crate) fn values_from(&self, index: usize) -> Vec<u64> {
+        self.values
+            .iter()
+            .skip(index)
+            .map(|value| (*value).max(0) as u64)
+            .collect()
+    }
 }
 
 pub(crate) const HELD: i64 = -2;
@@ -47,15 +56,15 @@ pub(crate) const DOORS_SHUT: i64 = -13;
 
 /// The keys of one room, in the order `qm.lua` expects them.
 fn keys(room_id: &str) -> Vec<String> {
-    ["m", "h", "p", "t", "i", "l", "q", "qi"]
+    ["m", "h", "p", "t", "i", "l", "s", "n", "q", "qi"]
         .iter()
         .map(|suffix| format!("qm:{{{room_id}}}:{suffix}"))
         .collect()
 }
 
 /// The room facts the functions decide by, as function arguments:
-/// state rate opens maxc ttl qmax.
-pub(crate) fn config_args(config: &RoomConfig) -> [String; 7] {
+/// state rate opens maxc ttl qmax pres pqmax.
+pub(crate) fn config_args(config: &RoomConfig) -> [String; 8] {
     [
         config.state.as_str().to_owned(),
         config.rate_per_minute.to_string(),
@@ -68,6 +77,10 @@ pub(crate) fn config_args(config: &RoomConfig) -> [String; 7] {
         config
             .queue_max_per_ip
             .map(|cap| cap.to_string())
+            .unwrap_or_default(),
+        config
+            .presence_sec
+            .map(|seconds| (seconds * 1000).to_string())
             .unwrap_or_default(),
         pre_queue_cap_arg(config.pre_queue_max_per_ip),
     ]
@@ -154,13 +167,31 @@ impl Valkey {
         room_id: &str,
         now_ms: i64,
         identity: &str,
+        has_holder: bool,
     ) -> Result<Reply, Error> {
+        let holder = if has_holder { "1" } else { "" };
         self.call(
             "qm_join",
             room_id,
-            vec![now_ms.to_string(), identity.to_owned()],
+            vec![now_ms.to_string(), identity.to_owned(), holder.to_owned()],
         )
         .await
+    }
+
+    /// Records a batch of sightings `(ticket, seen_at_ms)` of one room (`qm_seen`).
+    pub(crate) async fn seen(
+        &self,
+        room_id: &str,
+        now_ms: i64,
+        sightings: &[(u64, i64)],
+    ) -> Result<Reply, Error> {
+        let mut args = Vec::with_capacity(1 + sightings.len() * 2);
+        args.push(now_ms.to_string());
+        for (ticket, at_ms) in sightings {
+            args.push(ticket.to_string());
+            args.push(at_ms.to_string());
+        }
+        self.call("qm_seen", room_id, args).await
     }
 
     pub(crate) async fn tick(
@@ -234,12 +265,14 @@ impl Valkey {
         handle: u64,
         identity: &str,
         ceiling: u64,
+        has_holder: bool,
     ) -> Result<Reply, Error> {
         let args = vec![
             now_ms.to_string(),
             handle.to_string(),
             identity.to_owned(),
             ceiling.to_string(),
+            if has_holder { "1" } else { "0" }.to_owned(),
         ];
         self.call("qm_prejoin", room_id, args).await
     }
@@ -315,7 +348,7 @@ impl Valkey {
 /// journal.
 fn restore_state(room: &Room) -> serde_json::Value {
     let config = room.config();
-    let [state, rate, opens, maxc, ttl, qmax, pqmax] = config_args(config);
+    let [state, rate, opens, maxc, ttl, qmax, pres, pqmax] = config_args(config);
     let identities: Vec<serde_json::Value> = (room.head..room.next_ticket)
         .filter_map(|ticket| {
             let record = room.ticket(ticket)?;
@@ -323,11 +356,15 @@ fn restore_state(room: &Room) -> serde_json::Value {
                 .then(|| serde_json::json!([ticket, record.identity]))
         })
         .collect();
-    let passes: Vec<serde_json::Value> = room
-        .passes
-        .iter()
-        .map(|pass| serde_json::json!([pass.ticket, pass.at_ms]))
-        .collect();
+    let passes_where = |slotless: bool| -> Vec<serde_json::Value> {
+        room.passes
+            .iter()
+            .filter(|pass| pass.slotless == slotless)
+            .map(|pass| serde_json::json!([pass.ticket, pass.at_ms]))
+            .collect()
+    };
+    let (passes, slotless) = (passes_where(false), passes_where(true));
+    let (seen, holderless) = restore_presence(room);
     serde_json::json!({
         "meta": {
             "seq": room.seq,
@@ -336,19 +373,67 @@ fn restore_state(room: &Room) -> serde_json::Value {
             "next": room.next_ticket,
             "head": room.head,
             "state": state, "rate": rate, "opens": opens, "maxc": maxc, "ttl": ttl, "qmax": qmax,
+            "pres": pres,
             "pqmax": pqmax,
             "credit": room.carry.credit_sixtieths,
             "lastsec": "",
         },
         "holes": room.holes,
         "passes": passes,
+        "slotless": slotless,
         "identities": identities,
+        "seen": seen,
+        "holderless": holderless,
         // Handles as strings: Lua numbers print large integers in exponent form.
         "prequeue": room
             .pre_queue
             .entries
             .iter()
-            .map(|entry| serde_json::json!([entry.handle.to_string(), entry.identity]))
+            .map(|entry| {
+                let holder = if entry.session_hash.is_empty() { "0" } else { "1" };
+                serde_json::json!([entry.handle.to_string(), entry.identity, holder])
+            })
             .collect::<Vec<_>>(),
     })
+}
+
+/// The presence a restore puts back (the `s` key of `qm.lua`): the replica's sightings (at
+/// least each join) of waiting tickets and live passes with a holder, a holderless pass as seen
+/// at its grant, and the holderless waiting tickets (always present, `+inf`).
+fn restore_presence(room: &Room) -> (Vec<serde_json::Value>, Vec<u64>) {
+    use crate::domain::TicketStatus;
+    let mut seen = Vec::new();
+    let mut holderless = Vec::new();
+    for pass in &room.passes {
+        if let Some(record) = room.ticket(pass.ticket) {
+            let at_ms = if record.session_hash.is_empty() {
+                pass.at_ms
+            } else {
+                room.presence
+                    .get(&pass.ticket)
+                    .copied()
+                    .unwrap_or(record.joined_at_ms)
+            };
+            seen.push(serde_json::json!([pass.ticket, at_ms]));
+        }
+    }
+    for ticket in room.head..room.next_ticket {
+        let Some(record) = room.ticket(ticket) else {
+            continue;
+        };
+        if record.status != TicketStatus::Waiting {
+            continue;
+        }
+        if record.session_hash.is_empty() {
+            holderless.push(ticket);
+        } else {
+            let at_ms = room
+                .presence
+                .get(&ticket)
+                .copied()
+                .unwrap_or(record.joined_at_ms);
+            seen.push(serde_json::json!([ticket, at_ms]));
+        }
+    }
+    (seen, holderless)
 }

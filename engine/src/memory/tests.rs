@@ -266,3 +266,54 @@ async fn ticks_promote_and_publish() {
     let view = watch.changes.borrow_and_update().clone();
     assert_eq!((view.head, view.promoted_total), (21, 20));
 }
+
+#[tokio::test]
+async fn sightings_come_from_proved_statuses_kept_joins_and_seen_reports() {
+    let store = MemoryStore::new();
+    store.put_room(room_body("seen")).await.expect("create");
+    let generation = store.get_room("seen".into()).await.expect("room")["generation"]
+        .as_u64()
+        .expect("generation");
+    let first = store.join("seen".into(), visitor("a")).await.expect("join");
+    let second = store.join("seen".into(), visitor("b")).await.expect("join");
+    let third = store.join("seen".into(), visitor("c")).await.expect("join");
+    let claim = |ticket| Claim {
+        generation,
+        place: ClaimedPlace::Ticket(ticket),
+    };
+    let sighted = |ticket: u64| {
+        let slot = store.slot("seen").expect("room");
+        let room = lock(&slot.room);
+        room.presence.contains_key(&ticket)
+    };
+    // The ownership cookie proves the place: a sighting. A token alone is not.
+    store
+        .status("seen".into(), claim(first.ticket), "a".into())
+        .await
+        .expect("status");
+    store
+        .status("seen".into(), claim(second.ticket), String::new())
+        .await
+        .expect("status");
+    assert!(sighted(first.ticket));
+    assert!(!sighted(second.ticket));
+    // A join that keeps the place, and a gateway's heartbeat report.
+    let kept = JoinRequest {
+        claim: Some(claim(second.ticket)),
+        ..visitor("b")
+    };
+    assert!(
+        !store
+            .join("seen".into(), kept)
+            .await
+            .expect("join")
+            .new_place
+    );
+    assert!(sighted(second.ticket));
+    store
+        .seen("seen".into(), vec![third.ticket, 99])
+        .await
+        .expect("seen");
+    assert!(sighted(third.ticket));
+    assert!(!sighted(99));
+}

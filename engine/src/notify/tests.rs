@@ -110,6 +110,9 @@ impl Store for DrawStore {
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {
         self.inner.tick(now_ms)
     }
+    fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()> {
+        self.inner.seen(room_id, tickets)
+    }
     fn watch(&self, room_id: String) -> StoreFuture<'_, RoomWatch> {
         self.inner.watch(room_id)
     }

@@ -50,6 +50,9 @@ impl FakeRoom {
     }
 }
 
+/// One Seen RPC as the fake received it: (room id, tickets).
+pub(crate) type SeenCall = (String, Vec<u64>);
+
 pub(crate) const TARGET_URL: &str = "https://shop.example/checkout";
 
 #[derive(Default)]
@@ -67,6 +70,8 @@ pub(crate) struct FakeEngine {
     pub(crate) watch_calls: Arc<AtomicUsize>,
     pub(crate) watch_open: Arc<AtomicUsize>,
     pub(crate) status_calls: Arc<AtomicUsize>,
+    /// Every Seen RPC: (room id, tickets).
+    pub(crate) seen_calls: Arc<Mutex<Vec<SeenCall>>>,
     /// Bumped to end every open Watch stream (a broken engine connection, as the gateway sees it).
     watch_breaker: Arc<Mutex<Option<watch::Sender<u64>>>>,
 }
@@ -302,7 +307,9 @@ impl Engine for FakeEngine {
         if room.holes.contains(&ticket) {
             return Ok(Response::new(lapsed("ejected")));
         }
-        let status = FakeEngine::place_status(&request.room_id, room, ticket, false);
+        let mut status = FakeEngine::place_status(&request.room_id, room, ticket, false);
+        status.bound = !request.session_hash.is_empty()
+            && room.owners.get(&ticket) == Some(&request.session_hash);
         Ok(Response::new(PlaceReply {
             outcome: Some(place_reply::Outcome::Place(status)),
             ..PlaceReply::default()
@@ -365,6 +372,15 @@ impl Engine for FakeEngine {
             stream,
             Box::pin(broken),
         ))))
+    }
+
+    async fn seen(&self, request: Request<SeenRequest>) -> Result<Response<SeenReply>, Status> {
+        let request = request.into_inner();
+        self.seen_calls
+            .lock()
+            .unwrap()
+            .push((request.room_id, request.tickets));
+        Ok(Response::new(SeenReply {}))
     }
 
     async fn room_info(

@@ -5,5 +5,6 @@ mod door_check;
 mod events;
 mod fake_engine;
 mod harness;
+mod presence;
 mod routing;
 mod visitor;

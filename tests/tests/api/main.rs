@@ -12,6 +12,7 @@ mod identity;
 mod notify;
 mod outflow;
 mod pages;
+mod presence;
 mod protection;
 mod refresh;
 mod routing;
