@@ -1,6 +1,8 @@
-//! The notifier against the pre-queue contract it relies on before handles exist in this
-//! build: `status` of a handle answers a place with ticket 0 while it is in the pre-queue, and
-//! the drawn ticket after the draw. A wrapper around the memory store plays that part.
+//! The notifier against the pre-queue contract it relies on: `status` of a handle answers a
+//! place with ticket 0 while it is in the pre-queue, and the drawn ticket after the draw. A
+//! wrapper around the memory store that draws on command plays that part, so the mailer's
+//! re-keying is tested without a real clock reaching opensAt (the real draw is covered by
+//! `tests/tests/api/notify.rs::a_notification_filed_on_a_pre_queue_handle_follows_the_drawn_ticket`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

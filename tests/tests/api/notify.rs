@@ -546,3 +546,52 @@ async fn two_engines_sharing_one_journal_send_a_turn_mail_once() {
     second.stop().await;
     first.stop().await;
 }
+
+#[tokio::test]
+async fn a_notification_filed_on_a_pre_queue_handle_follows_the_drawn_ticket() {
+    let sink = SmtpSink::start().await;
+    let app = notify_app(&sink).await;
+    let opens_at = qm_core::clock::now_ms() + 3_600_000;
+    app.create_room(room_body(
+        "drawmail",
+        0,
+        json!({ "name": "Midnight Drop", "opensAt": opens_at }),
+    ))
+    .await;
+    let (token, cookies) = registered_visitor(&app, "drawmail").await;
+    assert!(token_ticket(&token).is_none(), "registered on a handle");
+    let joined = app.join("drawmail", Some(&token), Some(&cookies)).await;
+    assert_eq!(joined.body["preQueued"], true, "{}", joined.text);
+    assert_eq!(
+        joined.body["notify"]["delivery"], "pending",
+        "{}",
+        joined.text
+    );
+
+    let opened = app
+        .admin_post(
+            "/rooms/drawmail/schedule",
+            json!({ "opensAt": qm_core::clock::now_ms() + 200 }),
+        )
+        .await;
+    assert_eq!(opened.status, 200, "{}", opened.text);
+    // The handle's join after the draw names the drawn ticket, and the record came with it.
+    let mut exchanged = Value::Null;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let reply = app.join("drawmail", Some(&token), Some(&cookies)).await;
+        if reply.status == 200 && reply.body["position"].is_u64() {
+            exchanged = reply.body.clone();
+            break;
+        }
+    }
+    assert_eq!(exchanged["position"], 1, "{exchanged}");
+    let ticket_token = exchanged["token"].as_str().expect("token");
+    assert_eq!(token_ticket(ticket_token), Some(1));
+    assert_eq!(exchanged["notify"]["delivery"], "pending", "{exchanged}");
+
+    flush(&app, "drawmail", 1).await;
+    let received = sink.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_turn_mail(&received[0], "Midnight Drop");
+}
