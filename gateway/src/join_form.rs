@@ -12,20 +12,16 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::header::{CACHE_CONTROL, LOCATION, ORIGIN, RETRY_AFTER};
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
-use qm_core::clock::now_ms;
-use qm_core::ids::{is_valid_room_id, is_valid_session_id, new_session_id, session_hash};
+use qm_core::ids::is_valid_room_id;
 use qm_core::{ApiError, ErrorCode};
-use qm_proto::{JoinRequest, place_reply};
 use qm_web::JoinNotice;
 
 use crate::GatewayState;
-use crate::cookies::{
-    CookiePolicy, RequestCookies, append_set_cookies, place_cookies, session_cookie_name,
-};
+use crate::cookies::append_set_cookies;
 use crate::pages::{PlaceRead, locale_of, page_path, page_response, render_page, room_info};
 use crate::rate_limit::JoinRateLimiter;
-use crate::request::{ClientAddress, QueryParams, is_https, request_host};
-use crate::visitor::claims_of;
+use crate::request::{ClientAddress, QueryParams, request_host};
+use crate::visitor::join_room;
 
 /// POST /w/:roomId.
 pub(crate) async fn join_form(
@@ -84,61 +80,13 @@ async fn form_join(
     identity: String,
     headers: &HeaderMap,
 ) -> Result<Vec<String>, ApiError> {
-    let cookies = RequestCookies::from_headers(headers);
-    let now = now_ms();
-    let presented = state.token_check_at(now).for_join(room_id, None, &cookies);
-    let session_id = cookies
-        .get(&session_cookie_name(room_id))
-        .filter(|session_id| is_valid_session_id(session_id))
-        .map(str::to_owned)
-        .unwrap_or_else(new_session_id);
-    // Fields other callers add to this request later stay at their defaults here.
-    #[allow(
-        clippy::needless_update,
-        reason = "keeps this literal valid when the proto grows"
-    )]
-    let request = JoinRequest {
-        room_id: room_id.to_owned(),
-        claim: presented.as_ref().map(|place| place.engine_claim()),
-        session_hash: session_hash(&session_id),
-        identity,
-        bot_score: crate::protection::bot_score(headers),
-        ..Default::default()
-    };
-    let reply = state.engine.clone().join(request).await?.into_inner();
-    let Some(place_reply::Outcome::Place(place)) = reply.outcome else {
-        return Err(ApiError::internal(
-            "the engine answered a join without a place",
-        ));
-    };
-    let claims = claims_of(room_id, &place, now).map_err(|error| error.0)?;
-    let token = match &presented {
-        Some(presented)
-            if !place.new_place
-                && presented.claims.place == claims.place
-                && presented.claims.generation == claims.generation =>
-        {
-            presented.token.clone()
-        }
-        _ => state.keyring.sign_visitor(&claims),
-    };
+    let joined = join_room(state, room_id, None, identity, headers).await?;
     tracing::debug!(
         room_id,
-        new_place = place.new_place,
+        new_place = joined.place.new_place,
         "visitor joined from the form"
     );
-    let policy = CookiePolicy {
-        max_age_sec: state.config.queue_cookie_max_age_sec,
-        secure: is_https(headers),
-    };
-    Ok(place_cookies(
-        &policy,
-        &cookies,
-        room_id,
-        &token,
-        &session_id,
-        state.config.room_cookie_cap,
-    ))
+    Ok(joined.set_cookies)
 }
 
 /// Whether a form post comes from a page of this host. Browsers say so in Sec-Fetch-Site, or

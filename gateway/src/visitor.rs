@@ -78,13 +78,59 @@ pub(crate) async fn join(
     let JsonObject(body) = body?;
     let join_body = parse_join_body(&body)?;
     let room_id = join_body.room_id.as_str();
-    let cookies = RequestCookies::from_headers(&headers);
-    let now = now_ms();
-    let presented =
-        state
-            .token_check_at(now)
-            .for_join(room_id, join_body.token.as_deref(), &cookies);
+    let joined = join_room(
+        &state,
+        room_id,
+        join_body.token.as_deref(),
+        address.to_string(),
+        &headers,
+    )
+    .await?;
+    tracing::debug!(
+        room_id,
+        new_place = joined.place.new_place,
+        "visitor joined"
+    );
 
+    let mut answer = Map::new();
+    answer.insert("token".into(), Value::String(joined.token));
+    answer.extend(with_now(place_fields(&joined.place), joined.place.now_ms));
+    answer.extend(joined.notify_statement);
+    let set_cookies = joined.set_cookies;
+
+    let mut response = Json(Value::Object(answer)).into_response();
+    let response_headers = response.headers_mut();
+    response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    append_set_cookies(response_headers, &set_cookies);
+    Ok(response)
+}
+
+/// A join as the engine answered it, ready to hand back.
+pub(crate) struct Joined {
+    pub(crate) place: PlaceStatus,
+    /// The token that names the place: the one presented when the place was kept unchanged.
+    pub(crate) token: String,
+    /// `qm_<room>` and `qms_<room>` (and the expiries ROOM_COOKIE_CAP asks for).
+    pub(crate) set_cookies: Vec<String>,
+    /// `notify`, when EMAIL_NOTIFY is on; empty otherwise.
+    pub(crate) notify_statement: Map<String, Value>,
+}
+
+/// Joins `room_id` for the browser that sent `headers` (its cookies, its bot score), claiming
+/// the place named by `body_token` or else the queue cookie. Shared by /api/join and the
+/// waiting page's form.
+pub(crate) async fn join_room(
+    state: &GatewayState,
+    room_id: &str,
+    body_token: Option<&str>,
+    identity: String,
+    headers: &HeaderMap,
+) -> Result<Joined, ApiError> {
+    let cookies = RequestCookies::from_headers(headers);
+    let now = now_ms();
+    let presented = state
+        .token_check_at(now)
+        .for_join(room_id, body_token, &cookies);
     let session_id = cookies
         .get(&session_cookie_name(room_id))
         .filter(|session_id| is_valid_session_id(session_id))
@@ -94,19 +140,16 @@ pub(crate) async fn join(
         room_id: room_id.to_owned(),
         claim: presented.as_ref().map(|place| place.engine_claim()),
         session_hash: session_hash(&session_id),
-        identity: address.to_string(),
-        bot_score: bot_score(&headers),
+        identity,
+        bot_score: bot_score(headers),
     };
     let mut reply = state.engine.clone().join(request).await?.into_inner();
     let mut notify_statement = Map::new();
     crate::notify::add_join_statement(&mut notify_statement, &reply);
-    let place = match reply.outcome.take() {
-        Some(place_reply::Outcome::Place(place)) => place,
-        Some(place_reply::Outcome::Lapsed(_)) | None => {
-            return Err(AppError(ApiError::internal(
-                "the engine answered a join without a place",
-            )));
-        }
+    let Some(place_reply::Outcome::Place(place)) = reply.outcome.take() else {
+        return Err(ApiError::internal(
+            "the engine answered a join without a place",
+        ));
     };
 
     // A kept place answers the token presented, unchanged; a new place (or a pre-queue handle
@@ -122,16 +165,9 @@ pub(crate) async fn join(
         }
         _ => state.keyring.sign_visitor(&claims),
     };
-    tracing::debug!(room_id, new_place = place.new_place, "visitor joined");
-
-    let mut answer = Map::new();
-    answer.insert("token".into(), Value::String(token.clone()));
-    answer.extend(with_now(place_fields(&place), place.now_ms));
-    answer.extend(notify_statement);
-
     let policy = CookiePolicy {
         max_age_sec: state.config.queue_cookie_max_age_sec,
-        secure: is_https(&headers),
+        secure: is_https(headers),
     };
     let set_cookies = place_cookies(
         &policy,
@@ -141,27 +177,23 @@ pub(crate) async fn join(
         &session_id,
         state.config.room_cookie_cap,
     );
-
-    let mut response = Json(Value::Object(answer)).into_response();
-    let response_headers = response.headers_mut();
-    response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    append_set_cookies(response_headers, &set_cookies);
-    Ok(response)
+    Ok(Joined {
+        place,
+        token,
+        set_cookies,
+        notify_statement,
+    })
 }
 
 /// The claims of the place the engine answered, issued now.
-pub(crate) fn claims_of(
-    room_id: &str,
-    place: &PlaceStatus,
-    now: i64,
-) -> Result<VisitorClaims, AppError> {
+fn claims_of(room_id: &str, place: &PlaceStatus, now: i64) -> Result<VisitorClaims, ApiError> {
     let visitor_place = match place.place {
         Some(place_status::Place::Ticket(ticket)) => VisitorPlace::Ticket(ticket),
         Some(place_status::Place::Handle(handle)) => VisitorPlace::Handle(handle),
         None => {
-            return Err(AppError(ApiError::internal(
+            return Err(ApiError::internal(
                 "the engine minted a place without a ticket or handle",
-            )));
+            ));
         }
     };
     Ok(VisitorClaims {
