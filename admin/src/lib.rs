@@ -2,6 +2,7 @@
 //! readiness, and the console page. It holds no state: every action is one engine call.
 
 mod auth;
+mod docs;
 mod health;
 mod rooms;
 
@@ -51,6 +52,7 @@ impl AdminApp {
             .nest("/api/v1/admin", api)
             .route("/healthz", get(health::healthz))
             .route("/", get(console))
+            .merge(docs::routes())
             .fallback(qm_edge::not_found)
             .with_state(self.state.clone())
     }
