@@ -36,6 +36,8 @@ where
         .route("/docs/th/{name}", get(thai_guide))
         .route("/docs/assets/{file}", get(stylesheet))
         .route("/docs/{name}", get(english_guide))
+        // The same 405 envelope as every other path of this process.
+        .method_not_allowed_fallback(qm_edge::method_not_allowed)
 }
 
 /// Why a documentation request has no page.

@@ -142,6 +142,17 @@ async fn an_unknown_guide_is_a_404_page_in_the_same_style() {
         reply.text.contains("<a href=\"/docs/operations\">"),
         "and the guides are listed"
     );
+    let wrong_verb = app
+        .send(app.http.post(format!("{}/docs/integration", app.admin)))
+        .await;
+    assert_eq!(wrong_verb.status, 405);
+    assert_eq!(wrong_verb.code(), "method_not_allowed");
+    assert!(
+        wrong_verb
+            .header("allow")
+            .unwrap_or_default()
+            .contains("GET")
+    );
     let thai = page(&app, "/docs/th/nope").await;
     assert_eq!(thai.status, 404);
     assert!(thai.text.contains("<html lang=\"th\">"));

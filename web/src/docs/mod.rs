@@ -355,11 +355,17 @@ fn guide_page(guide: &Guide, locale: Locale, named: &[plain::NamedGuide<'_>]) ->
         (Locale::Th, None) => catalogue::thai_missing_notice(&english_href),
     };
     notice.push_str(&guide.notice(locale));
+    let mut body = rendered.html;
     if !rendered.tally.is_empty() {
-        notice.push_str(&tally_line(rendered.tally, locale));
+        // Under the title, where a reader looks for the summary of what follows.
+        let tally = tally_line(rendered.tally, locale);
+        match body.find("</h1>") {
+            Some(end) => body.insert_str(end + "</h1>".len(), &format!("\n{tally}")),
+            None => body.insert_str(0, &tally),
+        }
     }
     let title = match locale {
-        Locale::En => rendered.title.clone(),
+        Locale::En => rendered.title,
         Locale::Th => guide.title_th.to_owned(),
     };
     let footer = match locale {
@@ -383,7 +389,7 @@ fn guide_page(guide: &Guide, locale: Locale, named: &[plain::NamedGuide<'_>]) ->
         switch_href: guide_path(other(locale), guide.slug),
         notice,
         article_lang,
-        body: &rendered.html,
+        body: &body,
         footer,
     }))
 }

@@ -181,7 +181,9 @@ fn progress_rows_carry_state_badges_and_a_tally() {
     ));
     assert!(page.contains("state state-partial"));
     assert!(page.contains("state state-not-started"));
-    assert!(page.contains("<p class=\"tally\""), "{page}");
+    let tally = page.find("<p class=\"tally\"").expect("a tally");
+    let title_end = page.find("</h1>").expect("a title");
+    assert!(tally > title_end, "the tally sits under the title");
 }
 
 #[test]
