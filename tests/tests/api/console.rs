@@ -479,3 +479,30 @@ async fn console_metrics_chart_real_joins_passes_and_depth() {
         assert_eq!((refused.status, refused.code()), (status, code), "{query}");
     }
 }
+
+#[tokio::test]
+async fn console_event_streams_end_when_the_admin_process_stops() {
+    let app = spawn_app().await;
+    let mut stream = SseStream::open(
+        app.http
+            .get(format!("{}/api/admin/events", app.admin))
+            .bearer_auth(TEST_ADMIN_KEY),
+    )
+    .await
+    .expect("stream opens");
+    stream
+        .next_frame(Duration::from_secs(5))
+        .await
+        .expect("first frame");
+    let stopping = tokio::spawn(app.stop());
+    // Sooner than the 2 s drain (SHUTDOWN_DRAIN_SEC in tests): the stream ends itself, it is
+    // not cut by the drain timing out.
+    assert!(
+        stream.ends_within(Duration::from_millis(1500)).await,
+        "the stream closes on shutdown"
+    );
+    tokio::time::timeout(Duration::from_secs(10), stopping)
+        .await
+        .expect("components stop in bounded time")
+        .ok();
+}
