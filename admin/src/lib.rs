@@ -1,5 +1,6 @@
 //! The admin process: the operator API under `/api/admin/*` (also `/api/v1/admin/*`), its
-//! readiness, and the console page. It holds no state: every action is one engine call.
+//! readiness, and the console page. It holds no queue state: every action is one engine call.
+//! Its only memory is the console's sessions and event-stream tickets (a restart signs out).
 
 mod auth;
 mod events;
