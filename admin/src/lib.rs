@@ -1,10 +1,15 @@
 //! The admin process: the operator API under `/api/admin/*` (also `/api/v1/admin/*`), its
-//! readiness, and the console page. It holds no state: every action is one engine call.
+//! readiness, and the console page. It holds no queue state: every action is one engine call.
+//! Its only memory is the console's sessions and event-stream tickets (a restart signs out).
 
 mod auth;
 mod docs;
+mod events;
+mod frames;
 mod health;
+mod metrics;
 mod rooms;
+mod session;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,6 +20,7 @@ use axum::response::Html;
 use axum::routing::get;
 use qm_core::config::Config;
 use qm_proto::EngineClient;
+use tokio::sync::watch;
 use tonic::transport::Channel;
 
 pub use qm_edge::AppError;
@@ -26,27 +32,43 @@ pub(crate) struct AdminState {
     pub(crate) engine: EngineClient,
     /// Channel for the engine's gRPC health service, for readiness.
     pub(crate) engine_health: Channel,
+    /// Signed-in consoles (in memory: a restart signs them out).
+    pub(crate) sessions: Arc<session::SessionStore>,
+    /// Unspent event-stream tickets.
+    pub(crate) tickets: Arc<events::TicketStore>,
+    /// Turns true when the process stops: open event streams end on it.
+    pub(crate) shutdown: watch::Receiver<bool>,
 }
 
 /// The admin HTTP application, ready to serve on a listener.
 pub struct AdminApp {
     state: AdminState,
+    stopping: watch::Sender<bool>,
 }
 
 impl AdminApp {
     pub fn new(config: Arc<Config>, engine: EngineClient, engine_health: Channel) -> AdminApp {
+        let (stopping, shutdown) = watch::channel(false);
         AdminApp {
             state: AdminState {
+                sessions: Arc::new(session::SessionStore::from_config(&config)),
+                tickets: Arc::new(events::TicketStore::default()),
                 config,
                 engine,
                 engine_health,
+                shutdown,
             },
+            stopping,
         }
     }
 
     /// Every route of the admin process.
     pub fn router(&self) -> Router {
-        let api = rooms::routes().merge(health::admin_routes());
+        let api = rooms::routes()
+            .merge(health::admin_routes())
+            .merge(session::routes())
+            .merge(events::routes())
+            .merge(metrics::routes());
         Router::new()
             .nest("/api/admin", api.clone())
             .nest("/api/v1/admin", api)
@@ -65,7 +87,14 @@ impl AdminApp {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
-        qm_edge::serve(listener, self.router(), shutdown, drain).await
+        let router = self.router();
+        let stopping = self.stopping;
+        let shutdown = async move {
+            shutdown.await;
+            // Event streams see this first and end, so they do not hold the drain open.
+            stopping.send_replace(true);
+        };
+        qm_edge::serve(listener, router, shutdown, drain).await
     }
 }
 

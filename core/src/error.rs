@@ -106,6 +106,8 @@ error_codes! {
     AlertsDisabled => "alerts_disabled", 400;
     WebhookFailed => "webhook_failed", 502;
     VerifyFailed => "verify_failed", 424;
+    // Console charts (GET /api/admin/metrics).
+    InvalidRange => "invalid_range", 400;
     // Turn notifications (POST /api/notify).
     InvalidEmail => "invalid_email", 400;
     NotifyDisabled => "notify_disabled", 400;

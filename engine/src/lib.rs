@@ -13,6 +13,7 @@
 
 pub mod domain;
 pub mod durable;
+pub mod history;
 pub mod memory;
 mod notify;
 mod outflow;
@@ -100,6 +101,12 @@ impl EngineApp {
         health.set_serving::<EngineServer<EngineService>>().await;
 
         let ticker = tokio::spawn(outflow::run_ticker(self.store.clone(), stop.clone()));
+        let history = Arc::new(history::History::new(qm_core::clock::now_ms()));
+        let sampler = tokio::spawn(history::run_sampler(
+            self.store.clone(),
+            history.clone(),
+            stop.clone(),
+        ));
         let mailer = self
             .notifier
             .clone()
@@ -125,7 +132,8 @@ impl EngineApp {
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let engine = EngineServer::new(
             EngineService::new(self.store.clone(), self.config.prequeue_max, stop.clone())
-                .with_notifier(self.notifier.clone()),
+                .with_notifier(self.notifier.clone())
+                .with_history(history),
         );
         let mut server_stop = stop.clone();
         let server = Server::builder()
@@ -148,6 +156,12 @@ impl EngineApp {
             .is_err()
         {
             tracing::warn!("outflow ticker did not stop in time");
+        }
+        if tokio::time::timeout(Duration::from_secs(1), sampler)
+            .await
+            .is_err()
+        {
+            tracing::warn!("history sampler did not stop in time");
         }
         if let Some(mailer) = mailer
             && tokio::time::timeout(Duration::from_secs(1), mailer)

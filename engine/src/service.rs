@@ -12,16 +12,17 @@ use qm_proto::engine::engine_server::Engine;
 use qm_proto::engine::{claim, place_reply, place_status};
 use qm_proto::{
     CheckReply, CheckRequest, DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest,
-    Lapsed, ListRoomsReply, ListRoomsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply,
-    PutRoomRequest, RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SeenReply,
-    SeenRequest, SetRateRequest, SetStateRequest, StatsReply, StatsRequest, StatusRequest,
-    WatchRequest,
+    HistoryReply, HistoryRequest, Lapsed, ListRoomsReply, ListRoomsRequest, NotifyReply,
+    NotifyRequest, PlaceReply, PurgeReply, PutRoomRequest, RoomInfoReply, RoomRef, RoomReply,
+    RoomView, ScheduleRequest, SeenReply, SeenRequest, SetRateRequest, SetStateRequest, StatsReply,
+    StatsRequest, StatusRequest, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use crate::domain::{Claim, ClaimedPlace, JoinRequest, PlaceAnswer, PlaceStatus};
+use crate::history::History;
 use crate::notify::Notifier;
 use crate::shutdown::stopped;
 use crate::store::Store;
@@ -37,6 +38,8 @@ pub(crate) struct EngineService {
     stop: watch::Receiver<bool>,
     /// Turn notifications, when EMAIL_NOTIFY is on: hooked around join, eject and purge.
     notifier: Option<Arc<Notifier>>,
+    /// The charts' sample rings, fed by the history sampler.
+    history: Arc<History>,
 }
 
 impl EngineService {
@@ -50,7 +53,13 @@ impl EngineService {
             pre_queue_ceiling,
             stop,
             notifier: None,
+            history: Arc::new(History::new(qm_core::clock::now_ms())),
         }
+    }
+
+    pub(crate) fn with_history(mut self, history: Arc<History>) -> EngineService {
+        self.history = history;
+        self
     }
 
     pub(crate) fn with_notifier(mut self, notifier: Option<Arc<Notifier>>) -> EngineService {
@@ -372,5 +381,20 @@ impl Engine for EngineService {
             .register(&room_id, claim, &request.session_hash, &request.email)
             .await?;
         Ok(Response::new(NotifyReply { notify }))
+    }
+
+    async fn history(&self, request: Request<HistoryRequest>) -> Reply<HistoryReply> {
+        let request = request.into_inner();
+        let room_id = checked_room_id(request.room_id)?;
+        // The live point comes from the same room object the listing shows; an unknown room
+        // is `room_not_found` from the store.
+        let room = self.store.get_room(room_id).await?;
+        let samples = self
+            .history
+            .read(&room, request.since_ms, qm_core::clock::now_ms());
+        Ok(Response::new(HistoryReply {
+            samples,
+            step_ms: crate::history::SAMPLE_EVERY.as_millis() as u64,
+        }))
     }
 }

@@ -454,4 +454,11 @@ impl Engine for FakeEngine {
     ) -> Result<Response<qm_proto::NotifyReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
+
+    async fn history(
+        &self,
+        _: Request<qm_proto::HistoryRequest>,
+    ) -> Result<Response<qm_proto::HistoryReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }

@@ -1,0 +1,361 @@
+//! Console sessions: `POST /api/admin/session {key}` signs a browser in with the `qm_console`
+//! cookie, `DELETE /api/admin/session` signs it out, `GET /api/admin/session` says who it is.
+//!
+//! The cookie is a random session id plus an HMAC over it, keyed by HKDF(SECRET, `qm:console`)
+//! — a key of its own, so no other token this server signs can ever pass for a session. It never
+//! contains the key that opened it. The session itself (who, until when) lives in this admin
+//! process's memory: revoking it is removing the entry, so a revoked cookie is refused even if it
+//! is replayed, and a restart of the admin process signs every console out.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use http::header::{CACHE_CONTROL, SET_COOKIE};
+use http::{HeaderMap, HeaderValue, Uri};
+use secrecy::ExposeSecret;
+use serde_json::{Value, json};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
+
+use crate::AdminState;
+use crate::auth::{AuthError, has_csrf_header, refuse_query_credential};
+use qm_edge::AppError;
+
+/// The console cookie's name.
+pub(crate) const COOKIE_NAME: &str = "qm_console";
+/// How long a console stays signed in.
+pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// HKDF info of the session-reference key.
+const KEY_INFO: &[u8] = b"qm:console";
+/// Live sessions one admin process keeps; past it (after expired ones are dropped) a sign-in
+/// evicts the session closest to expiry rather than grow without bound.
+const MAX_SESSIONS: usize = 10_000;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Who a credential speaks for. Only ADMIN_KEY exists today, so every principal is the owner;
+/// named operators and their roles arrive with their own issue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Principal {
+    pub(crate) name: String,
+    pub(crate) role: &'static str,
+}
+
+impl Principal {
+    pub(crate) fn owner() -> Principal {
+        Principal {
+            name: "owner".to_owned(),
+            role: "owner",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    principal: Principal,
+    expires_at: Instant,
+}
+
+/// The live console sessions of this process.
+pub(crate) struct SessionStore {
+    /// HMAC key of the cookie's signature (derived from SECRET for this purpose only).
+    key: [u8; 32],
+    /// Session id → session. A std mutex: it guards map operations and is never held across an
+    /// `.await`.
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+impl SessionStore {
+    pub(crate) fn new(key: [u8; 32]) -> SessionStore {
+        SessionStore {
+            key,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The store keyed from the configuration's SECRET.
+    pub(crate) fn from_config(config: &qm_core::config::Config) -> SessionStore {
+        let key = config
+            .keyring()
+            .derived_keys(KEY_INFO)
+            .first()
+            .copied()
+            .unwrap_or_else(rand::random);
+        SessionStore::new(key)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
+        // A panic under this lock leaves a map of whole entries: still sound to use.
+        self.sessions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn signature(&self, session_id: &str) -> Vec<u8> {
+        // HMAC takes keys of any length; this cannot fail for a 32-byte key.
+        let mut mac = HmacSha256::new_from_slice(&self.key).expect("hmac takes any key length");
+        mac.update(session_id.as_bytes());
+        mac.finalize().into_bytes().to_vec()
+    }
+
+    /// Opens a session for `principal`; answers the cookie value (`<id>.<signature>`).
+    pub(crate) fn open(&self, principal: Principal) -> String {
+        let session_id = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+        let value = format!(
+            "{session_id}.{}",
+            URL_SAFE_NO_PAD.encode(self.signature(&session_id))
+        );
+        let now = Instant::now();
+        let mut sessions = self.lock();
+        sessions.retain(|_, session| session.expires_at > now);
+        if sessions.len() >= MAX_SESSIONS
+            && let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, session)| session.expires_at)
+                .map(|(id, _)| id.clone())
+        {
+            sessions.remove(&oldest);
+        }
+        sessions.insert(
+            session_id,
+            Session {
+                principal,
+                expires_at: now + SESSION_TTL,
+            },
+        );
+        value
+    }
+
+    /// The session a cookie value names, if its signature verifies and it is still live.
+    pub(crate) fn resolve(&self, cookie_value: &str) -> Option<(String, Principal, Duration)> {
+        let (session_id, signature) = cookie_value.split_once('.')?;
+        let presented = URL_SAFE_NO_PAD.decode(signature).ok()?;
+        if !bool::from(presented.ct_eq(&self.signature(session_id))) {
+            return None;
+        }
+        let now = Instant::now();
+        let sessions = self.lock();
+        let session = sessions.get(session_id)?;
+        let left = session.expires_at.checked_duration_since(now)?;
+        Some((session_id.to_owned(), session.principal.clone(), left))
+    }
+
+    /// Whether a session id is still live (an SSE ticket minted by a session dies with it).
+    pub(crate) fn is_live(&self, session_id: &str) -> bool {
+        let now = Instant::now();
+        self.lock()
+            .get(session_id)
+            .is_some_and(|session| session.expires_at > now)
+    }
+
+    /// Ends a session; answers whether there was one.
+    pub(crate) fn revoke(&self, session_id: &str) -> bool {
+        self.lock().remove(session_id).is_some()
+    }
+}
+
+/// Every `qm_console` value the request's Cookie headers carry.
+pub(crate) fn console_cookies(headers: &HeaderMap) -> Vec<&str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(name, _)| *name == COOKIE_NAME)
+        .map(|(_, value)| value.trim())
+        .collect()
+}
+
+/// The first live session among the request's console cookies.
+pub(crate) fn session_of(
+    sessions: &SessionStore,
+    headers: &HeaderMap,
+) -> Option<(String, Principal, Duration)> {
+    console_cookies(headers)
+        .into_iter()
+        .find_map(|value| sessions.resolve(value))
+}
+
+/// Whether the browser reached us over https, as the proxy in front reports it: the cookie is
+/// then marked Secure (a plain-http loopback console could not send a Secure cookie back).
+fn is_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(',').next())
+        .is_some_and(|scheme| scheme.trim().eq_ignore_ascii_case("https"))
+}
+
+fn cookie_header(value: &str, max_age_sec: u64, secure: bool) -> Option<HeaderValue> {
+    let mut cookie = format!(
+        "{COOKIE_NAME}={value}; Path=/api/admin; Max-Age={max_age_sec}; SameSite=Strict; HttpOnly"
+    );
+    if secure {
+        cookie.push_str("; Secure");
+    }
+    HeaderValue::from_str(&cookie).ok()
+}
+
+pub(crate) fn routes() -> Router<AdminState> {
+    Router::new()
+        .route("/session", get(who).post(sign_in).delete(sign_out))
+        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+}
+
+type JsonBody = Result<Json<Value>, axum::extract::rejection::JsonRejection>;
+
+fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn sign_in(
+    State(state): State<AdminState>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> Result<Response, AppError> {
+    refuse_query_credential(&uri)?;
+    // The sign-in itself is a cross-site-forgeable POST: a page elsewhere must not be able to
+    // sign the browser in to a session of its choosing.
+    if !has_csrf_header(&headers) {
+        return Err(AuthError::CsrfRequired.into());
+    }
+    let Json(body) = body?;
+    let presented = body.get("key").and_then(Value::as_str).unwrap_or("");
+    let expected = state.config.admin_key().expose_secret().as_bytes();
+    if presented.is_empty() || !bool::from(presented.as_bytes().ct_eq(expected)) {
+        return Err(AuthError::WrongKey.into());
+    }
+    let principal = Principal::owner();
+    let cookie = state.sessions.open(principal.clone());
+    let mut response = Json(json!({
+        "ok": true,
+        "name": principal.name,
+        "role": principal.role,
+        "expiresInSec": SESSION_TTL.as_secs(),
+    }))
+    .into_response();
+    if let Some(value) = cookie_header(&cookie, SESSION_TTL.as_secs(), is_https(&headers)) {
+        response.headers_mut().insert(SET_COOKIE, value);
+    }
+    tracing::info!(name = %principal.name, role = principal.role, "console signed in");
+    Ok(no_store(response))
+}
+
+async fn sign_out(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    if !has_csrf_header(&headers) {
+        return Err(AuthError::CsrfRequired.into());
+    }
+    // Every session the browser presents ends, even past the first; signing out is idempotent.
+    let mut revoked = false;
+    for value in console_cookies(&headers) {
+        if let Some((session_id, _, _)) = state.sessions.resolve(value) {
+            revoked |= state.sessions.revoke(&session_id);
+        }
+    }
+    let mut response = Json(json!({ "ok": true, "revoked": revoked })).into_response();
+    if let Some(value) = cookie_header("", 0, is_https(&headers)) {
+        response.headers_mut().insert(SET_COOKIE, value);
+    }
+    if revoked {
+        tracing::info!("console signed out");
+    }
+    Ok(no_store(response))
+}
+
+/// Who the console cookie speaks for: lets the console page decide between its sign-in form
+/// and its dashboard without trying a real call first.
+async fn who(State(state): State<AdminState>, headers: HeaderMap) -> Result<Response, AppError> {
+    let Some((_, principal, left)) = session_of(&state.sessions, &headers) else {
+        return Err(AuthError::NoSession.into());
+    };
+    Ok(no_store(
+        Json(json!({
+            "ok": true,
+            "name": principal.name,
+            "role": principal.role,
+            "expiresInSec": left.as_secs(),
+        }))
+        .into_response(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_resolves_until_revoked() {
+        let store = SessionStore::new([7; 32]);
+        let cookie = store.open(Principal::owner());
+        let (session_id, principal, left) = store.resolve(&cookie).expect("live session");
+        assert_eq!(principal, Principal::owner());
+        assert!(left <= SESSION_TTL && left > SESSION_TTL - Duration::from_secs(5));
+        assert!(store.is_live(&session_id));
+        assert!(store.revoke(&session_id));
+        assert!(
+            store.resolve(&cookie).is_none(),
+            "a revoked reference is refused"
+        );
+        assert!(!store.revoke(&session_id));
+    }
+
+    #[test]
+    fn a_forged_or_foreign_reference_is_refused() {
+        let store = SessionStore::new([7; 32]);
+        let other = SessionStore::new([8; 32]);
+        let cookie = store.open(Principal::owner());
+        assert!(other.resolve(&cookie).is_none());
+        let (session_id, _) = cookie.split_once('.').expect("id.signature");
+        assert!(store.resolve(session_id).is_none());
+        assert!(store.resolve(&format!("{session_id}.AAAA")).is_none());
+        assert!(store.resolve("").is_none());
+        // A well-signed id the store never opened is not a session.
+        let unknown = "bm90LWEtc2Vzc2lvbg";
+        let signed = format!(
+            "{unknown}.{}",
+            URL_SAFE_NO_PAD.encode(store.signature(unknown))
+        );
+        assert!(store.resolve(&signed).is_none());
+    }
+
+    #[test]
+    fn the_cookie_never_contains_the_key_and_has_its_attributes() {
+        let store = SessionStore::new([7; 32]);
+        let cookie = store.open(Principal::owner());
+        assert!(!cookie.contains("admin"));
+        let header = cookie_header(&cookie, 43_200, true).expect("header");
+        let text = header.to_str().expect("ascii");
+        assert!(text.contains("Path=/api/admin; Max-Age=43200; SameSite=Strict; HttpOnly; Secure"));
+    }
+
+    #[test]
+    fn cookies_are_read_from_every_cookie_header() {
+        let mut headers = HeaderMap::new();
+        headers.append(
+            http::header::COOKIE,
+            HeaderValue::from_static("a=1; qm_console=x.y"),
+        );
+        headers.append(
+            http::header::COOKIE,
+            HeaderValue::from_static("qm_console=z.w"),
+        );
+        assert_eq!(console_cookies(&headers), vec!["x.y", "z.w"]);
+    }
+}
