@@ -139,3 +139,68 @@ async fn an_engine_restart_across_opens_at_replays_the_drawn_order() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_queue_survives_a_rebuild_of_an_emptied_valkey_and_draws_whole() {
+    within_limit(async {
+        let backing = Backing::start(ValkeyOptions { aof: true }).await;
+        let mut env = test_env();
+        env.extend(backing.env());
+        let mut engine = EngineProcess::start(env!("CARGO_BIN_EXE_qm"), &env, free_addr()).await;
+        let app = spawn_edge(engine.addr(), &env).await;
+        app.wait_ready().await;
+        let opens_at = qm_core::clock::now_ms() + 3_600_000;
+        app.create_room(room_body(
+            "drop",
+            0,
+            json!({ "opensAt": opens_at, "preQueueMaxPerIp": 40 }),
+        ))
+        .await;
+        let mut tokens = Vec::with_capacity(40);
+        for _ in 0..40 {
+            let (reply, _) = app.join_as_new_visitor("drop").await;
+            assert_eq!(reply.body["preQueued"], true, "{}", reply.text);
+            tokens.push(reply.body["token"].as_str().expect("token").to_owned());
+        }
+
+        // Valkey loses everything before the doors open: the pre-queue comes back from the
+        // journal, caps included.
+        engine.kill9();
+        backing.valkey.flushall().await;
+        engine.restart().await;
+        let deadline = Instant::now() + SETTLE_LIMIT;
+        loop {
+            let status = app.status(&tokens[0]).await;
+            if status.status == 200 && status.body["preQueued"] == true {
+                assert_eq!(status.body["preCount"], 40, "{}", status.text);
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no pre-queue after the rebuild: {}",
+                status.text
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let capped = app.join("drop", None, None).await;
+        assert_eq!(capped.code(), "prequeue_identity_limit", "{}", capped.text);
+
+        let soon = app
+            .admin_post(
+                "/rooms/drop/schedule",
+                json!({ "opensAt": qm_core::clock::now_ms() + 300 }),
+            )
+            .await;
+        assert_eq!(soon.status, 200, "{}", soon.text);
+        let drawn = positions(&app, &tokens).await;
+        let mut seen: Vec<u64> = drawn.values().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(
+            seen,
+            (1..=40).collect::<Vec<u64>>(),
+            "the restored pre-queue drew whole"
+        );
+        assert_eq!(drawn_events(&backing.database.url()), "1");
+    })
+    .await;
+}
