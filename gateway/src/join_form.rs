@@ -6,8 +6,6 @@
 //! refusal's status and Retry-After and a sentence in the visitor's language. Only a post from
 //! the page's own origin is taken: any other site could otherwise send a visitor to the back.
 
-use std::time::Instant;
-
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use http::header::{CACHE_CONTROL, LOCATION, ORIGIN, RETRY_AFTER};
@@ -19,7 +17,6 @@ use qm_web::JoinNotice;
 use crate::GatewayState;
 use crate::cookies::append_set_cookies;
 use crate::pages::{PlaceRead, locale_of, page_path, page_response, render_page, room_info};
-use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams, request_host};
 use crate::visitor::join_room;
 
@@ -42,8 +39,8 @@ pub(crate) async fn join_form(
             ErrorCode::CsrfRequired,
             "the join form is only accepted from its own page",
         )
-    } else if let Err(retry_after_sec) = state.join_limiter.try_acquire(address, Instant::now()) {
-        JoinRateLimiter::refusal(retry_after_sec)
+    } else if let Err(refusal) = state.join_limiter.admit(address) {
+        refusal
     } else {
         match form_join(&state, &room_id, address.to_string(), &headers).await {
             Ok(set_cookies) => return see_the_page(&room_id, return_url, &set_cookies),
@@ -203,7 +200,7 @@ mod tests {
 
     #[test]
     fn refusals_become_notices_with_their_wait() {
-        let limited = JoinRateLimiter::refusal(7);
+        let limited = crate::rate_limit::JoinRateLimiter::refusal(7);
         assert_eq!(
             join_notice(&limited),
             JoinNotice::RateLimited { retry_after_sec: 7 }

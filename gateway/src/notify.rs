@@ -7,8 +7,6 @@
 //! given, else the one room whose `qm_<roomId>` cookie verifies. The engine checks the address,
 //! the generation and the binding, and stores the record.
 
-use std::time::Instant;
-
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -22,7 +20,6 @@ use serde_json::{Map, Value, json};
 use crate::GatewayState;
 use crate::cookies::RequestCookies;
 use crate::places::{PresentedPlace, presented_session_hash};
-use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, JsonObject};
 use qm_edge::AppError;
 
@@ -89,9 +86,7 @@ pub(crate) async fn notify(
 ) -> Result<Response, AppError> {
     // Shares the join budget: each registration can cause an e-mail to an address the caller
     // chose, so it is held to the rate a client may take places at.
-    if let Err(retry_after_sec) = state.join_limiter.try_acquire(address, Instant::now()) {
-        return Err(AppError(JoinRateLimiter::refusal(retry_after_sec)));
-    }
+    state.join_limiter.admit(address)?;
     let JsonObject(body) = body?;
     let notify_body = parse_notify_body(&body)?;
     let cookies = RequestCookies::from_headers(&headers);

@@ -117,6 +117,12 @@ impl JoinRateLimiter {
         outcome
     }
 
+    /// Takes one join from `address`'s bucket now, or answers the 429 with its Retry-After.
+    pub(crate) fn admit(&self, address: IpAddr) -> Result<(), ApiError> {
+        self.try_acquire(address, Instant::now())
+            .map_err(JoinRateLimiter::refusal)
+    }
+
     /// The 429 a refused join answers.
     pub(crate) fn refusal(retry_after_sec: u64) -> ApiError {
         ApiError::new(

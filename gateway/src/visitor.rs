@@ -3,8 +3,6 @@
 //! place; the gateway verifies and signs tokens and hands the engine only verified claims and the
 //! hash of the ownership cookie.
 
-use std::time::Instant;
-
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -23,7 +21,6 @@ use crate::cookies::{
 };
 use crate::places::presented_session_hash;
 use crate::protection::bot_score;
-use crate::rate_limit::JoinRateLimiter;
 use crate::refresh::{Renewal, drawn_place, engine_grants_refresh, is_due};
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
 use crate::status_body::{lapsed_fields, place_fields, with_now};
@@ -72,9 +69,7 @@ pub(crate) async fn join(
     body: Result<JsonObject, AppError>,
 ) -> Result<Response, AppError> {
     // The limit comes first: a refused client costs no parsing, no HMAC and no engine call.
-    if let Err(retry_after_sec) = state.join_limiter.try_acquire(address, Instant::now()) {
-        return Err(AppError(JoinRateLimiter::refusal(retry_after_sec)));
-    }
+    state.join_limiter.admit(address)?;
     let JsonObject(body) = body?;
     let join_body = parse_join_body(&body)?;
     let room_id = join_body.room_id.as_str();

@@ -48,6 +48,17 @@ async fn positions(app: &TestApp, tokens: &[String]) -> BTreeMap<usize, u64> {
     drawn
 }
 
+/// A private Valkey and a fresh database, a `qm engine` process on them, and the edge here.
+async fn start() -> (Backing, EngineProcess, TestApp) {
+    let backing = Backing::start(ValkeyOptions { aof: true }).await;
+    let mut env = test_env();
+    env.extend(backing.env());
+    let engine = EngineProcess::start(env!("CARGO_BIN_EXE_qm"), &env, free_addr()).await;
+    let app = spawn_edge(engine.addr(), &env).await;
+    app.wait_ready().await;
+    (backing, engine, app)
+}
+
 fn drawn_events(database_url: &str) -> String {
     let output = Command::new("psql")
         .arg(database_url)
@@ -61,12 +72,7 @@ fn drawn_events(database_url: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_engine_restart_across_opens_at_replays_the_drawn_order() {
     within_limit(async {
-        let backing = Backing::start(ValkeyOptions { aof: true }).await;
-        let mut env = test_env();
-        env.extend(backing.env());
-        let mut engine = EngineProcess::start(env!("CARGO_BIN_EXE_qm"), &env, free_addr()).await;
-        let app = spawn_edge(engine.addr(), &env).await;
-        app.wait_ready().await;
+        let (backing, mut engine, app) = start().await;
 
         // Rate 0: nobody passes, so every position is the draw's alone.
         let opens_at = qm_core::clock::now_ms() + 3_600_000;
@@ -143,12 +149,7 @@ async fn an_engine_restart_across_opens_at_replays_the_drawn_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pre_queue_survives_a_rebuild_of_an_emptied_valkey_and_draws_whole() {
     within_limit(async {
-        let backing = Backing::start(ValkeyOptions { aof: true }).await;
-        let mut env = test_env();
-        env.extend(backing.env());
-        let mut engine = EngineProcess::start(env!("CARGO_BIN_EXE_qm"), &env, free_addr()).await;
-        let app = spawn_edge(engine.addr(), &env).await;
-        app.wait_ready().await;
+        let (backing, mut engine, app) = start().await;
         let opens_at = qm_core::clock::now_ms() + 3_600_000;
         app.create_room(room_body(
             "drop",

@@ -28,6 +28,14 @@ pub struct JoinRequest {
     pub bot_score: u32,
 }
 
+impl JoinRequest {
+    /// The pre-queue ceiling in force for this join.
+    pub fn effective_pre_queue_ceiling(&self) -> u64 {
+        self.pre_queue_ceiling
+            .unwrap_or(super::prequeue::DEFAULT_PRE_QUEUE_CEILING)
+    }
+}
+
 /// What a purge discarded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Purged {

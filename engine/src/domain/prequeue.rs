@@ -157,10 +157,7 @@ impl Room {
 
     /// The refusal of a join over `preQueueMaxPerIp` or the ceiling, if any.
     pub(crate) fn pre_join_refusal(&self, request: &JoinRequest) -> Option<ApiError> {
-        let ceiling = request
-            .pre_queue_ceiling
-            .unwrap_or(DEFAULT_PRE_QUEUE_CEILING);
-        if self.pre_queue.len() >= ceiling {
+        if self.pre_queue.len() >= request.effective_pre_queue_ceiling() {
             return Some(pre_queue_full());
         }
         if !request.identity.is_empty()

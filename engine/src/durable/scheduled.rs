@@ -7,9 +7,7 @@ use qm_core::ApiError;
 
 use super::replicas::Replica;
 use super::{DurableStore, valkey};
-use crate::domain::{
-    DEFAULT_PRE_QUEUE_CEILING, JoinRequest, LapseReason, PlaceStatus, RoomEvent, pre_queue_full,
-};
+use crate::domain::{JoinRequest, LapseReason, PlaceStatus, RoomEvent, pre_queue_full};
 
 impl DurableStore {
     /// Enters the pre-queue. `None` when the doors opened under us (the caller joins the line).
@@ -23,9 +21,7 @@ impl DurableStore {
         if let Some(refusal) = replica.read(|room| room.pre_join_refusal(request)) {
             return Err(refusal);
         }
-        let ceiling = request
-            .pre_queue_ceiling
-            .unwrap_or(DEFAULT_PRE_QUEUE_CEILING);
+        let ceiling = request.effective_pre_queue_ceiling();
         let room_id = replica.read(|room| room.room_id().to_owned());
         let handle = replica.read(|room| room.new_handle(&mut rand::rng()));
         let reply = self.guard(
