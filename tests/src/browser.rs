@@ -141,12 +141,15 @@ fn start_driver() -> Driver {
     let chromedriver = program("QM_CHROMEDRIVER", CHROMEDRIVER);
     program("QM_CHROMIUM", CHROMIUM);
     let port = crate::process::free_addr().port();
-    let log = target_dir().join(format!("chromedriver-{}.log", std::process::id()));
+    // The driver's log lives as long as the driver: the watchdog removes it, and a driver that
+    // does not come up has it quoted in the failure.
+    let log = std::env::temp_dir().join(format!("qm-chromedriver-{}.log", std::process::id()));
     // The shell runs in a process group of its own; when its stdin reaches EOF (this process
     // is gone) it takes the group down, chromedriver and any chromium a crashed test left.
     let script = r#"
 "$0" --port="$1" --allowed-ips=127.0.0.1 --log-path="$2" </dev/null >/dev/null 2>&1 &
 cat >/dev/null
+rm -f "$2"
 kill -s TERM 0
 "#;
     let mut watchdog = Command::new("sh")
@@ -179,8 +182,10 @@ kill -s TERM 0
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!(
-        "chromedriver on 127.0.0.1:{port} did not answer /status within 10 s (log: {}); {INSTALL_BROWSER}",
-        log.display()
+        "chromedriver on 127.0.0.1:{port} did not answer /status within 10 s; {INSTALL_BROWSER}\n\
+         its log ({}):\n{}",
+        log.display(),
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
 

@@ -103,6 +103,20 @@ async fn shows_thai(browser: &Browser) -> Result<bool, String> {
         .any(|c| ('\u{0e01}'..='\u{0e5b}').contains(&c)))
 }
 
+/// The page lays out within `width` CSS pixels: nothing makes the visitor scroll sideways.
+async fn assert_fits_width(browser: &Browser, width: u32) {
+    let scroll_width = browser
+        .js("return document.documentElement.scrollWidth;", vec![])
+        .await
+        .expect("read the page width");
+    assert!(
+        scroll_width
+            .as_u64()
+            .is_some_and(|shown| shown <= u64::from(width)),
+        "the page is {scroll_width} px wide in a {width} px viewport"
+    );
+}
+
 #[tokio::test]
 async fn a_visitor_sees_their_position_fall_and_is_sent_to_the_target_on_pass() {
     browser::run(120, async {
@@ -371,6 +385,10 @@ async fn the_waiting_page_is_accessible_and_screenshotted_at_both_sizes() {
         browser
             .assert_accessible("the waiting page at 375x812")
             .await;
+        assert_fits_width(&browser, PHONE.0).await;
+        // The narrowest phone the page is made for.
+        browser.resize((320, 640)).await;
+        assert_fits_width(&browser, 320).await;
         browser.assert_no_console_errors().await;
     })
     .await;
@@ -443,7 +461,15 @@ async fn a_thai_browser_gets_the_page_in_thai() {
         })
         .await;
         browser.screenshot("waiting-th-1280x800").await;
-        browser.assert_accessible("the Thai waiting page").await;
+        browser
+            .assert_accessible("the Thai waiting page at 1280x800")
+            .await;
+        browser.resize(PHONE).await;
+        browser.screenshot("waiting-th-375x812").await;
+        browser
+            .assert_accessible("the Thai waiting page at 375x812")
+            .await;
+        assert_fits_width(&browser, PHONE.0).await;
         browser.assert_no_console_errors().await;
     })
     .await;
@@ -509,6 +535,61 @@ async fn the_locale_switch_and_lang_query_choose_thai_and_it_is_remembered() {
         );
         browser.assert_no_console_errors().await;
         other.assert_no_console_errors().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_operator_message_and_a_pause_reach_an_open_page_live() {
+    browser::run(90, async {
+        let app = spawn_app().await;
+        still_room(&app, "live", "https://shop.example/checkout").await;
+
+        let browser = Browser::open().await;
+        browser.goto(&page_url(&app, "live")).await;
+        wait_position(&browser, 1).await;
+        assert!(
+            !browser.visible("#qm-message").await.expect("query"),
+            "#qm-message shows with no message"
+        );
+
+        // The operator posts a message (rooms are written whole: the same body plus branding).
+        app.create_room(room_body(
+            "live",
+            0,
+            json!({
+                "targetUrl": "https://shop.example/checkout",
+                "branding": { "message": "Doors open at six" },
+            }),
+        ))
+        .await;
+        wait_for(
+            "#qm-message to show the operator's message",
+            SHOWN,
+            || async {
+                let text = browser.text("#qm-message-text").await?;
+                if browser.visible("#qm-message").await? && text == "Doors open at six" {
+                    Ok(())
+                } else {
+                    Err(format!("#qm-message-text {text:?}, visible or not"))
+                }
+            },
+        )
+        .await;
+
+        let reply = app
+            .admin_post("/rooms/live/state", json!({ "state": "paused" }))
+            .await;
+        assert_eq!(reply.status, 200, "pause: {}", reply.text);
+        wait_state(&browser, "paused").await;
+        // Paused, the visitor keeps the place.
+        assert_eq!(position(&browser).await, Ok(1));
+        let reply = app
+            .admin_post("/rooms/live/state", json!({ "state": "active" }))
+            .await;
+        assert_eq!(reply.status, 200, "resume: {}", reply.text);
+        wait_state(&browser, "waiting").await;
+        browser.assert_no_console_errors().await;
     })
     .await;
 }
