@@ -593,3 +593,49 @@ async fn an_operator_message_and_a_pause_reach_an_open_page_live() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_ejected_visitor_is_told_and_gets_a_new_place() {
+    browser::run(90, async {
+        let app = spawn_app().await;
+        still_room(&app, "out", "https://shop.example/checkout").await;
+        app.join_as_new_visitor("out").await;
+
+        let browser = Browser::open().await;
+        browser.goto(&page_url(&app, "out")).await;
+        wait_position(&browser, 2).await;
+        let before = browser.cookie("qm_out").await.expect("read cookies");
+
+        // Ticket 2 is the browser's: the room's second join.
+        let reply = app
+            .admin_post("/rooms/out/eject", json!({ "ticket": 2 }))
+            .await;
+        assert_eq!(reply.status, 200, "eject: {}", reply.text);
+        wait_for(
+            "#qm-lapsed to say the place was cancelled",
+            SHOWN,
+            || async {
+                let text = browser.text("#qm-lapsed").await?;
+                if browser.visible("#qm-lapsed").await? && text.contains("cancelled on our side") {
+                    Ok(())
+                } else {
+                    Err(format!("#qm-lapsed {text:?}, visible or not"))
+                }
+            },
+        )
+        .await;
+        // A new place at the back: behind the visitor who was first all along.
+        wait_position(&browser, 2).await;
+        wait_for("a new ticket cookie", SHOWN, || async {
+            let now = browser.cookie("qm_out").await?;
+            if now.is_some() && now != before {
+                Ok(())
+            } else {
+                Err("the old ticket cookie".to_owned())
+            }
+        })
+        .await;
+        browser.assert_no_console_errors().await;
+    })
+    .await;
+}
