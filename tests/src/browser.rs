@@ -454,6 +454,51 @@ impl Browser {
         Ok(value.as_bool().unwrap_or(false))
     }
 
+    /// Clicks the first element matching `selector` as a user would (WebDriver's element
+    /// click: scrolled into view, refused when something covers it).
+    pub async fn click(&self, selector: &str) -> Result<(), String> {
+        let element = self
+            .client
+            .find(fantoccini::Locator::Css(selector))
+            .await
+            .map_err(|error| format!("no element matches {selector}: {error}"))?;
+        element
+            .click()
+            .await
+            .map_err(|error| format!("click {selector}: {error}"))
+    }
+
+    /// Clears the control matching `selector` and types `text` into it, key by key.
+    pub async fn fill(&self, selector: &str, text: &str) -> Result<(), String> {
+        let element = self
+            .client
+            .find(fantoccini::Locator::Css(selector))
+            .await
+            .map_err(|error| format!("no element matches {selector}: {error}"))?;
+        element
+            .clear()
+            .await
+            .map_err(|error| format!("clear {selector}: {error}"))?;
+        element
+            .send_keys(text)
+            .await
+            .map_err(|error| format!("type into {selector}: {error}"))
+    }
+
+    /// Types `keys` into whatever has focus (`fantoccini::key::Key` values for special keys,
+    /// e.g. `&char::from(Key::Tab).to_string()`).
+    pub async fn press(&self, keys: &str) -> Result<(), String> {
+        let element = self
+            .client
+            .active_element()
+            .await
+            .map_err(|error| format!("find the focused element: {error}"))?;
+        element
+            .send_keys(keys)
+            .await
+            .map_err(|error| format!("press {keys:?}: {error}"))
+    }
+
     /// An attribute of `<html>` (`lang`, `data-qm-state`, …).
     pub async fn html_attr(&self, name: &str) -> Result<Option<String>, String> {
         let value = self

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use qm_tests::browser::{self, Browser, DESKTOP, Options, PHONE, TargetSite, wait_for};
-use qm_tests::{TestApp, room_body, spawn_app};
+use qm_tests::{SmtpSink, TestApp, room_body, spawn_app, spawn_app_with};
 use serde_json::json;
 
 /// How long the page may take to show what the server already knows.
@@ -505,10 +505,7 @@ async fn the_locale_switch_and_lang_query_choose_thai_and_it_is_remembered() {
             Some("en")
         );
         other
-            .js(
-                "document.querySelector('#qm-locale a[hreflang=\"th\"]').click(); return true;",
-                vec![],
-            )
+            .click("#qm-locale a[hreflang=\"th\"]")
             .await
             .expect("the locale switch has a Thai link");
         wait_for("the page to reload in Thai", SHOWN, || async {
@@ -635,6 +632,56 @@ async fn an_ejected_visitor_is_told_and_gets_a_new_place() {
             }
         })
         .await;
+        browser.assert_no_console_errors().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_visitor_asks_to_be_mailed_and_the_mail_comes_on_their_turn() {
+    browser::run(90, async {
+        let sink = SmtpSink::start().await;
+        let smtp_url = sink.url();
+        let app = spawn_app_with(&[("EMAIL_NOTIFY", "1"), ("SMTP_URL", smtp_url.as_str())]).await;
+        still_room(&app, "mail", "https://shop.example/checkout").await;
+        app.join_as_new_visitor("mail").await;
+
+        let browser = Browser::open().await;
+        browser.goto(&page_url(&app, "mail")).await;
+        wait_position(&browser, 2).await;
+        wait_for("form#qm-notify to show", SHOWN, || async {
+            if browser.visible("form#qm-notify").await? {
+                Ok(())
+            } else {
+                Err("form#qm-notify hidden or missing".to_owned())
+            }
+        })
+        .await;
+        browser
+            .fill("#qm-notify-email", "jane.doe@example.com")
+            .await
+            .expect("type the address");
+        browser
+            .click("form#qm-notify [type=submit]")
+            .await
+            .expect("submit the notification form");
+        wait_for("#qm-notify-state to say the result", SHOWN, || async {
+            let text = browser.text("#qm-notify-state").await?;
+            if text.is_empty() {
+                Err("#qm-notify-state is empty".to_owned())
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+        browser.screenshot("waiting-notify-1280x800").await;
+        assert!(sink.received().is_empty(), "mailed before the turn");
+
+        // Both places pass: the page goes through, and the visitor who asked is mailed.
+        flush(&app, "mail", 2).await;
+        let received = sink.wait_for(1, Duration::from_secs(15)).await;
+        assert_eq!(received.len(), 1, "{received:?}");
+        assert_eq!(received[0].rcpt_to, vec!["jane.doe@example.com".to_owned()]);
         browser.assert_no_console_errors().await;
     })
     .await;
