@@ -686,3 +686,49 @@ async fn a_visitor_asks_to_be_mailed_and_the_mail_comes_on_their_turn() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_layout_holds_still_when_the_numbers_change() {
+    browser::run(90, async {
+        let app = spawn_app().await;
+        still_room(&app, "still", "https://shop.example/checkout").await;
+        for _ in 0..9 {
+            app.join_as_new_visitor("still").await;
+        }
+        // Where the figures and the bar sit, and how tall the page is.
+        let layout = r#"
+            var rect = function (selector) {
+              var e = document.querySelector(selector);
+              return e ? Math.round(e.getBoundingClientRect().top) : null;
+            };
+            return [rect('#qm-ahead'), rect('#qm-eta'), rect('#qm-progress'),
+                    document.documentElement.scrollHeight];"#;
+
+        for window in [DESKTOP, PHONE] {
+            let browser = Browser::open_with(Options { window, lang: None }).await;
+            browser.goto(&page_url(&app, "still")).await;
+            let mut seen = None;
+            // Two digits, then one: the change most likely to move what follows.
+            for expected in [10, 9] {
+                wait_position(&browser, expected).await;
+                // Let the page finish whatever transition the change started.
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                let now = browser.js(layout, vec![]).await.expect("measure the page");
+                if let Some(before) = &seen {
+                    assert_eq!(
+                        &now, before,
+                        "the layout moved at {window:?} when the position went to {expected}"
+                    );
+                }
+                seen = Some(now);
+                if expected == 10 {
+                    flush(&app, "still", 1).await;
+                }
+            }
+            browser.assert_no_console_errors().await;
+            // The flush left nine in line (this browser's place among them), so the next
+            // window's visitor starts tenth again.
+        }
+    })
+    .await;
+}
