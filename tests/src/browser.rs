@@ -60,9 +60,9 @@ fn slots() -> &'static Semaphore {
 /// page that never reaches a state fails the test instead of hanging it. Dropping the body on
 /// timeout closes its browsers (see [`Browser`]'s Drop).
 pub async fn run<F: Future<Output = ()>>(limit_secs: u64, body: F) {
-    let _slot = tokio::time::timeout(Duration::from_secs(600), slots().acquire())
+    let _slot = tokio::time::timeout(Duration::from_secs(1800), slots().acquire())
         .await
-        .expect("a browser slot frees up within 10 minutes")
+        .expect("a browser slot frees up within 30 minutes")
         .expect("the slot semaphore is never closed");
     tokio::time::timeout(Duration::from_secs(limit_secs), body)
         .await
