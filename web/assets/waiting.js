@@ -236,13 +236,31 @@
         }
         ui.setState("error");
         var wait = retryAfterMs(response, 5000);
-        ui.showNotice(t("joinRetry", { seconds: ui.formatNumber(Math.round(wait / 1000)) }));
+        ui.showNotice(joinRefusal(answer.code, ui.formatNumber(Math.round(wait / 1000))));
         window.setTimeout(function () { join(token || deadToken); }, wait);
       });
     }).catch(function () {
       ui.showNotice(t("joinOffline"));
       window.setTimeout(function () { join(presentedToken); }, 5000);
     });
+  }
+
+  // The refusal's sentence in the visitor's language; the page tries again after Retry-After.
+  function joinRefusal(code, seconds) {
+    switch (code) {
+      case "rate_limited":
+        return t("joinRateLimited", { seconds: seconds });
+      case "prequeue_full":
+      case "storage_unavailable":
+        return t("joinBusy", { seconds: seconds });
+      case "queue_identity_limit":
+      case "prequeue_identity_limit":
+        return t("joinIdentityLimit");
+      case "blocked_by_protection":
+        return t("joinBlocked");
+      default:
+        return t("joinRetry", { seconds: seconds });
+    }
   }
 
   function joined(answer) {

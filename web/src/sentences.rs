@@ -142,8 +142,8 @@ pub(crate) const LABEL_POSITION: Sentence = Sentence {
     th: "ลำดับของคุณ",
 };
 pub(crate) const LABEL_AHEAD: Sentence = Sentence {
-    en: "People ahead of you",
-    th: "จำนวนคนก่อนหน้าคุณ",
+    en: "Ahead of you",
+    th: "ก่อนหน้าคุณ",
 };
 pub(crate) const LABEL_ETA: Sentence = Sentence {
     en: "Estimated wait",
@@ -208,8 +208,8 @@ pub(crate) const LEAD_SCHEDULED: Sentence = Sentence {
     th: "คุณอยู่ในคิวล่วงหน้า ลำดับจะถูกสุ่มเมื่อประตูเปิด จึงไม่ต้องรีบ",
 };
 pub(crate) const PRE_COUNT: Sentence = Sentence {
-    en: "{count} people are in the pre-queue with you.",
-    th: "มีผู้อยู่ในคิวล่วงหน้าพร้อมคุณ {count} คน",
+    en: "People in the pre-queue, you included: {count}",
+    th: "จำนวนผู้อยู่ในคิวล่วงหน้า รวมคุณ: {count} คน",
 };
 pub(crate) const LEAD_DRAWING: Sentence = Sentence {
     en: "The doors are open. The draw is happening now; your place in line appears in a moment.",
@@ -329,6 +329,10 @@ pub(crate) const SCRIPT: &[(&str, &Sentence)] = &[
     ("connectionPolling", &CONNECTION_POLLING),
     ("connectionOffline", &CONNECTION_OFFLINE),
     ("joinRetry", &JOIN_RETRY),
+    ("joinRateLimited", &NOTICE_RATE_LIMITED),
+    ("joinBusy", &NOTICE_BUSY),
+    ("joinIdentityLimit", &NOTICE_IDENTITY_LIMIT),
+    ("joinBlocked", &NOTICE_BLOCKED),
     ("joinOffline", &JOIN_OFFLINE),
     ("lapsedExpired", &LAPSED_EXPIRED),
     ("lapsedReset", &LAPSED_RESET),
