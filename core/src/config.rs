@@ -674,7 +674,11 @@ const MAX_KEPT_ASSETS: usize = 64;
 /// other file is refused: the list can only alias a name to this build's own file.
 fn parse_asset_names(text: &str) -> Result<Vec<String>, String> {
     let mut names: Vec<String> = Vec::new();
-    for name in text.split([',', ' ', '\n']).map(str::trim).filter(|name| !name.is_empty()) {
+    for name in text
+        .split([',', ' ', '\n'])
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+    {
         // `<stem>-<hash>.<css|js>`, the hash being the last 22 characters before the extension
         // (base64url may itself contain '-'), the stem `waiting` or `waiting-<letters>`.
         let base = name
@@ -685,7 +689,10 @@ fn parse_asset_names(text: &str) -> Result<Vec<String>, String> {
             let (stem, dashed_hash) = base.split_at(base.len() - 23);
             let stem_ok = stem == "waiting"
                 || stem.strip_prefix("waiting-").is_some_and(|rest| {
-                    !rest.is_empty() && rest.bytes().all(|byte| byte.is_ascii_lowercase() || byte == b'-')
+                    !rest.is_empty()
+                        && rest
+                            .bytes()
+                            .all(|byte| byte.is_ascii_lowercase() || byte == b'-')
                 });
             stem_ok
                 && dashed_hash.starts_with('-')
@@ -762,8 +769,11 @@ mod tests {
                 "waiting-47DEQpj8HBSa-_TImW-5JC.js"
             ]
         );
-        let ui = config(&[("WAITING_ASSETS_KEEP", "waiting-ui-47DEQpj8HBSa-_TImW-5JC.js")])
-            .expect("a script of its own stem");
+        let ui = config(&[(
+            "WAITING_ASSETS_KEEP",
+            "waiting-ui-47DEQpj8HBSa-_TImW-5JC.js",
+        )])
+        .expect("a script of its own stem");
         assert_eq!(ui.waiting_assets_keep.len(), 1);
         assert_eq!(
             kept.public_json()["WAITING_ASSETS_KEEP"],

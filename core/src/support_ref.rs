@@ -55,7 +55,12 @@ pub fn support_ref_with_key(
 }
 
 /// The code for a place under the keyring's current SECRET: what the page shows now.
-pub fn support_ref(keyring: &Keyring, room_id: &str, generation: u64, place: VisitorPlace) -> String {
+pub fn support_ref(
+    keyring: &Keyring,
+    room_id: &str,
+    generation: u64,
+    place: VisitorPlace,
+) -> String {
     let keys = keyring.derived_keys(SUPPORT_REF_INFO);
     // The keyring always holds SECRET first.
     support_ref_with_key(&keys[0], room_id, generation, place)
@@ -123,7 +128,10 @@ mod tests {
             "{code}"
         );
         assert!(!code.contains(['I', 'L', 'O', 'U']));
-        assert_eq!(code, support_ref(&keys, "drop", 1, VisitorPlace::Ticket(42)));
+        assert_eq!(
+            code,
+            support_ref(&keys, "drop", 1, VisitorPlace::Ticket(42))
+        );
         assert_eq!(normalize(&code), Some(code.clone()));
     }
 
@@ -154,7 +162,10 @@ mod tests {
         let codes = support_refs(&rotated, "drop", 1, VisitorPlace::Handle(3));
         assert_eq!(codes.len(), 2);
         assert_eq!(codes[1], before);
-        assert_eq!(codes[0], support_ref(&rotated, "drop", 1, VisitorPlace::Handle(3)));
+        assert_eq!(
+            codes[0],
+            support_ref(&rotated, "drop", 1, VisitorPlace::Handle(3))
+        );
     }
 
     #[test]

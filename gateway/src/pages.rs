@@ -102,7 +102,9 @@ pub(crate) async fn waiting_page(
             cookie.push_str("; Secure");
         }
         if let Ok(value) = HeaderValue::from_str(&cookie) {
-            response.headers_mut().append(http::header::SET_COOKIE, value);
+            response
+                .headers_mut()
+                .append(http::header::SET_COOKIE, value);
         }
     }
     response
@@ -482,8 +484,9 @@ mod tests {
 
     #[test]
     fn the_lapse_reaches_the_config_only_when_the_engine_said_so() {
-        let lapsed =
-            |place: &PlaceRead| render_page("drop", Some(&info()), place, None, Locale::En, None, false);
+        let lapsed = |place: &PlaceRead| {
+            render_page("drop", Some(&info()), place, None, Locale::En, None, false)
+        };
         assert!(
             lapsed(&PlaceRead::Lapsed(Some(Lapsed::Expired))).contains(r#""lapsed":"expired""#)
         );
@@ -567,7 +570,10 @@ mod tests {
             ..info()
         };
         let config = page_config("drop", &branding, None, 7);
-        assert_eq!(config["theme"], json!({ "accent": "#0a7", "primary": "#123456" }));
+        assert_eq!(
+            config["theme"],
+            json!({ "accent": "#0a7", "primary": "#123456" })
+        );
         assert!(page_config("drop", &info(), None, 7).get("theme").is_none());
     }
 
@@ -583,7 +589,10 @@ mod tests {
                 None,
                 enabled,
             );
-            assert!(page.contains(&format!(r#""notify":{enabled}"#)), "{enabled}");
+            assert!(
+                page.contains(&format!(r#""notify":{enabled}"#)),
+                "{enabled}"
+            );
             assert!(page.contains(r#""locale":"th""#));
         }
     }

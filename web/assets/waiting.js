@@ -484,6 +484,13 @@
         if (busy || !token) {
           return;
         }
+        if (input.value && typeof input.checkValidity === "function" && !input.checkValidity()) {
+          // Said at once, without a round trip that can only be refused; the server still
+          // checks every address it is sent, and its refusal reads the same.
+          input.setAttribute("aria-invalid", "true");
+          ui.setText(state, t("notifyInvalidEmail"));
+          return;
+        }
         busy = true;
         ui.setText(state, t("notifySaving"));
         fetch("/api/notify", {

@@ -432,7 +432,10 @@ mod tests {
         }
         assert!(asked.len() >= 20, "{asked:?}");
         for key in &asked {
-            assert!(known.contains(&key.as_str()), "{key} is not in the sentence table");
+            assert!(
+                known.contains(&key.as_str()),
+                "{key} is not in the sentence table"
+            );
         }
         let page = render(&json!({ "roomId": "r" }));
         assert!(page.contains(r#""sentences":{"#) && page.contains(r#""locale":"en""#));
@@ -440,8 +443,13 @@ mod tests {
 
     #[test]
     fn the_switch_links_every_locale_and_the_logo_is_https_only() {
-        let page = render(&json!({ "roomId": "r", "branding": { "logoUrl": "https://cdn.example/l.png" } }));
-        assert!(page.contains(r#"href="/w/launch?lang=th" hreflang="th""#), "{page}");
+        let page = render(
+            &json!({ "roomId": "r", "branding": { "logoUrl": "https://cdn.example/l.png" } }),
+        );
+        assert!(
+            page.contains(r#"href="/w/launch?lang=th" hreflang="th""#),
+            "{page}"
+        );
         assert!(page.contains(r#"hreflang="en" lang="en" aria-current="true""#));
         assert!(page.contains(r#"<img class="logo" src="https://cdn.example/l.png""#));
         let page = render(&json!({ "roomId": "r", "branding": { "logoUrl": "javascript:x" } }));
@@ -450,6 +458,9 @@ mod tests {
             form_action: "/w/launch?qm_return=x".into(),
             ..plain_view()
         };
-        assert!(view.locale_links().contains("/w/launch?qm_return=x&amp;lang=th"));
+        assert!(
+            view.locale_links()
+                .contains("/w/launch?qm_return=x&amp;lang=th")
+        );
     }
 }

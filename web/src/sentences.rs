@@ -135,7 +135,6 @@ pub(crate) const MESSAGE_HOURS_AGO: Sentence = Sentence {
     th: "ประกาศเมื่อ {hours} ชั่วโมงที่แล้ว",
 };
 
-
 // Labels of the page's markup.
 pub(crate) const LABEL_POSITION: Sentence = Sentence {
     en: "Your position",
@@ -356,7 +355,12 @@ pub(crate) const SCRIPT: &[(&str, &Sentence)] = &[
 pub(crate) fn script_sentences(locale: Locale) -> serde_json::Map<String, serde_json::Value> {
     SCRIPT
         .iter()
-        .map(|(key, sentence)| ((*key).to_owned(), serde_json::Value::from(sentence.get(locale))))
+        .map(|(key, sentence)| {
+            (
+                (*key).to_owned(),
+                serde_json::Value::from(sentence.get(locale)),
+            )
+        })
         .collect()
 }
 
@@ -445,9 +449,6 @@ mod script_tests {
         assert_eq!(en.len(), SCRIPT.len(), "no key twice");
         assert_eq!(en["connectionReconnecting"], "Reconnecting…");
         assert_eq!(th["connectionReconnecting"], "กำลังเชื่อมต่อใหม่…");
-        assert_eq!(
-            en.keys().collect::<Vec<_>>(),
-            th.keys().collect::<Vec<_>>()
-        );
+        assert_eq!(en.keys().collect::<Vec<_>>(), th.keys().collect::<Vec<_>>());
     }
 }

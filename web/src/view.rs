@@ -188,7 +188,7 @@ pub(crate) fn group_digits(number: u64) -> String {
     let digits = number.to_string();
     let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
     for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index) % 3 == 0 {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(digit);
@@ -313,7 +313,11 @@ impl PageView {
     /// The language switch: one link per locale to this page with `lang=` (which the gateway
     /// remembers in `qm_lang`), the current one marked.
     pub fn locale_links(&self) -> String {
-        let separator = if self.form_action.contains('?') { '&' } else { '?' };
+        let separator = if self.form_action.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
         Locale::ALL
             .iter()
             .map(|locale| {
@@ -324,7 +328,11 @@ impl PageView {
                 };
                 format!(
                     "<a href=\"{}\" hreflang=\"{tag}\" lang=\"{tag}\"{current}>{}</a>",
-                    escape_html(&format!("{}{separator}lang={}", self.form_action, locale.tag())),
+                    escape_html(&format!(
+                        "{}{separator}lang={}",
+                        self.form_action,
+                        locale.tag()
+                    )),
                     escape_html(locale.native_name()),
                     tag = locale.tag(),
                 )

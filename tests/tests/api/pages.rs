@@ -426,14 +426,20 @@ async fn the_language_comes_from_accept_language_then_lang_which_is_remembered()
     // Accept-Language picks the first time, markup and script sentences alike.
     let thai = page(&app, "speak", None, "th-TH,th;q=0.9,en;q=0.5").await;
     assert!(thai.text.contains(r#"<html lang="th">"#));
-    assert!(thai.text.contains("ลำดับของคุณ"), "the figure labels are Thai");
+    assert!(
+        thai.text.contains("ลำดับของคุณ"),
+        "the figure labels are Thai"
+    );
     let config = page_config(&thai);
     assert_eq!(config["locale"], "th");
     assert_eq!(
         config["sentences"]["connectionReconnecting"],
         "กำลังเชื่อมต่อใหม่…"
     );
-    assert!(thai.cookie("qm_lang").is_none(), "nothing chosen, nothing remembered");
+    assert!(
+        thai.cookie("qm_lang").is_none(),
+        "nothing chosen, nothing remembered"
+    );
     let english = page(&app, "speak", None, "en-GB,en;q=0.8").await;
     assert!(english.text.contains(r#"<html lang="en">"#));
     assert_eq!(
@@ -491,7 +497,11 @@ async fn the_language_comes_from_accept_language_then_lang_which_is_remembered()
                 .body(""),
         )
         .await;
-    assert!(refused.text.contains(r#"<html lang="th">"#), "{}", refused.text);
+    assert!(
+        refused.text.contains(r#"<html lang="th">"#),
+        "{}",
+        refused.text
+    );
 }
 
 #[tokio::test]
@@ -516,7 +526,10 @@ async fn the_support_reference_is_stable_per_place_and_differs_between_places() 
     app.create_room(room_body("refs", 0, json!({}))).await;
     let (first, first_cookies) = app.join_as_new_visitor("refs").await;
     let (second, _) = app.join_as_new_visitor("refs").await;
-    let code = first.body["ref"].as_str().expect("join answers ref").to_owned();
+    let code = first.body["ref"]
+        .as_str()
+        .expect("join answers ref")
+        .to_owned();
     assert_eq!(code.len(), 7, "{code}");
     assert_eq!(&code[3..4], "-");
     assert!(
@@ -525,7 +538,10 @@ async fn the_support_reference_is_stable_per_place_and_differs_between_places() 
             .all(|c| "0123456789ABCDEFGHJKMNPQRSTVWXYZ".contains(c)),
         "{code}"
     );
-    assert_ne!(second.body["ref"], first.body["ref"], "another place, another code");
+    assert_ne!(
+        second.body["ref"], first.body["ref"],
+        "another place, another code"
+    );
     let token = first.body["token"].as_str().expect("token").to_owned();
     assert!(!code.contains(&token[..6]));
 
@@ -569,7 +585,10 @@ async fn a_pre_queue_handle_has_its_own_reference() {
 async fn the_page_config_says_whether_the_notify_form_is_offered() {
     let off = spawn_app().await;
     off.create_room(room_body("mail", 0, json!({}))).await;
-    assert_eq!(page_config(&page(&off, "mail", None, "en").await)["notify"], false);
+    assert_eq!(
+        page_config(&page(&off, "mail", None, "en").await)["notify"],
+        false
+    );
     off.stop().await;
 
     // EMAIL_NOTIFY needs an SMTP relay; none is contacted while nobody registers an address.

@@ -213,15 +213,13 @@ async fn an_earlier_builds_asset_names_keep_answering_when_listed() {
         .to_owned();
     let current = app.get(&format!("{}{current_css}", app.gateway)).await;
     for prefix in ["/assets/", "/__qm/assets/"] {
-        let kept = app
-            .get(&format!("{}{prefix}{old_css}", app.gateway))
-            .await;
+        let kept = app.get(&format!("{}{prefix}{old_css}", app.gateway)).await;
         assert_eq!(kept.status, 200, "{prefix}{old_css}");
-        assert_eq!(kept.text, current.text, "the kept name answers this build's file");
         assert_eq!(
-            kept.header("content-type"),
-            Some("text/css; charset=utf-8")
+            kept.text, current.text,
+            "the kept name answers this build's file"
         );
+        assert_eq!(kept.header("content-type"), Some("text/css; charset=utf-8"));
         assert_eq!(
             kept.header("cache-control"),
             Some("public, max-age=31536000, immutable")
@@ -237,14 +235,15 @@ async fn an_earlier_builds_asset_names_keep_answering_when_listed() {
     );
     // A name nobody listed is still 404.
     let unlisted = app
-        .get(&format!("{}/assets/waiting-NotListedAnywhere00000.css", app.gateway))
+        .get(&format!(
+            "{}/assets/waiting-NotListedAnywhere00000.css",
+            app.gateway
+        ))
         .await;
     assert_eq!(unlisted.status, 404);
 
     // The admin health shows the list, and a malformed one stops the process at start.
-    let health = app
-        .admin_call(reqwest::Method::GET, "/health", None)
-        .await;
+    let health = app.admin_call(reqwest::Method::GET, "/health", None).await;
     assert_eq!(
         health.body["config"]["WAITING_ASSETS_KEEP"],
         json!([old_css, old_js]),
