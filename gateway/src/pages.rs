@@ -49,9 +49,30 @@ pub(crate) enum PlaceRead {
     NoToken,
     /// The engine says the place is gone; `None` when its reason is one we cannot name.
     Lapsed(Option<Lapsed>),
-    Place(Box<PlaceStatus>),
+    /// A place, with its support reference code once computed.
+    Place(Box<PlaceStatus>, Option<String>),
     /// The engine could not be asked (or the room is gone, which the room info says).
     Unknown,
+}
+
+impl PlaceRead {
+    /// The read with the place's support reference code, for the page without JavaScript.
+    fn with_support_ref(self, key: &[u8; 32], room_id: &str) -> PlaceRead {
+        match self {
+            PlaceRead::Place(place, _) => {
+                let code = crate::status_body::answered_place(&place).map(|visitor_place| {
+                    qm_core::support_ref::support_ref_with_key(
+                        key,
+                        room_id,
+                        place.generation,
+                        visitor_place,
+                    )
+                });
+                PlaceRead::Place(place, code)
+            }
+            other => other,
+        }
+    }
 }
 
 /// The engine's word for a refusal, as the page says it: the visitor's own entry window ran out
@@ -84,7 +105,7 @@ pub(crate) async fn waiting_page(
     let page = render_page(
         &room_id,
         info.as_ref(),
-        &place,
+        &place.with_support_ref(&state.support_ref_key, &room_id),
         query.non_empty("qm_return"),
         locale,
         None,
@@ -160,7 +181,7 @@ async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookie
     };
     match state.engine.clone().status(request).await {
         Ok(reply) => match reply.into_inner().outcome {
-            Some(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place)),
+            Some(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place), None),
             Some(place_reply::Outcome::Lapsed(lapsed)) => {
                 let kind = lapsed_of(&lapsed.reason);
                 if kind.is_none() {
@@ -272,7 +293,7 @@ fn place_view(place: &PlaceRead, return_url: Option<&str>, now: i64) -> PlaceVie
         PlaceRead::NoToken => PlaceView::Join { lapsed: None },
         PlaceRead::Lapsed(lapsed) => PlaceView::Join { lapsed: *lapsed },
         PlaceRead::Unknown => PlaceView::Unavailable,
-        PlaceRead::Place(place) => {
+        PlaceRead::Place(place, support_ref) => {
             let bypass_pass = matches!(place.place, Some(place_status::Place::Ticket(0)));
             if place.passed && (place.bound || bypass_pass) {
                 let target = return_url.unwrap_or(&place.redirect_url);
@@ -296,6 +317,7 @@ fn place_view(place: &PlaceRead, return_url: Option<&str>, now: i64) -> PlaceVie
                 eta_sec: place.eta_sec,
                 paused: place.state == "paused",
                 opens_in_sec,
+                support_ref: support_ref.clone(),
             }
         }
     }
@@ -519,17 +541,20 @@ mod tests {
     }
 
     fn waiting(bound: bool, passed: bool) -> PlaceRead {
-        PlaceRead::Place(Box::new(PlaceStatus {
-            place: Some(place_status::Place::Ticket(4)),
-            position: (!passed).then_some(2),
-            ahead: (!passed).then_some(1),
-            eta_sec: Some(30),
-            state: "active".into(),
-            passed,
-            bound,
-            redirect_url: "https://shop.example/checkout".into(),
-            ..Default::default()
-        }))
+        PlaceRead::Place(
+            Box::new(PlaceStatus {
+                place: Some(place_status::Place::Ticket(4)),
+                position: (!passed).then_some(2),
+                ahead: (!passed).then_some(1),
+                eta_sec: Some(30),
+                state: "active".into(),
+                passed,
+                bound,
+                redirect_url: "https://shop.example/checkout".into(),
+                ..Default::default()
+            }),
+            None,
+        )
     }
 
     #[test]

@@ -117,6 +117,8 @@ pub enum PlaceView {
         paused: bool,
         /// Seconds until the doors open, for a scheduled room.
         opens_in_sec: Option<u64>,
+        /// The support reference code the visitor can read out (`XXX-XXX`).
+        support_ref: Option<String>,
     },
     /// Through: the link (and the refresh) to the site.
     Passed { target_url: String },
@@ -252,6 +254,7 @@ impl PageView {
                 eta_sec,
                 paused,
                 opens_in_sec,
+                support_ref,
             } => {
                 if let Some(opens_in_sec) = opens_in_sec {
                     let text = fill(
@@ -283,6 +286,13 @@ impl PageView {
                         &wait_text(*eta_sec, locale),
                     );
                     html.push_str(&paragraph("lead", &text));
+                }
+                if let Some(code) = support_ref {
+                    html.push_str(&format!(
+                        "<p class=\"hint\">{} <span class=\"ref\">{}</span></p>",
+                        escape_html(LABEL_REF.get(locale)),
+                        escape_html(code)
+                    ));
                 }
                 let refresh = fill(
                     WAITING_REFRESH.get(locale),
@@ -494,10 +504,15 @@ mod tests {
                 eta_sec: Some(125),
                 paused: false,
                 opens_in_sec: None,
+                support_ref: Some("K7F-3QX".into()),
             },
             Locale::En,
         );
         let body = page.noscript_body();
+        assert!(
+            body.contains(r#"Support reference <span class="ref">K7F-3QX</span>"#),
+            "{body}"
+        );
         assert!(
             body.contains("You are number 3 in line, with 2 ahead of you."),
             "{body}"

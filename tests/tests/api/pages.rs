@@ -555,6 +555,15 @@ async fn the_support_reference_is_stable_per_place_and_differs_between_places() 
         .await
         .expect("a first frame");
     assert_eq!(frame.data["ref"], code.as_str(), "{:?}", frame.data);
+    // A visitor without JavaScript reads the same code off the server-rendered place.
+    let shown = page(&app, "refs", Some(&first_cookies), "en").await;
+    assert!(
+        shown.text.contains(&format!(
+            r#"Support reference <span class="ref">{code}</span>"#
+        )),
+        "{}",
+        shown.text
+    );
 
     // A lapsed place has no code to read out.
     let eject = app
