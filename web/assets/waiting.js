@@ -1,7 +1,8 @@
 // The waiting page's flow: join the room's line, follow the place live over the event stream,
 // poll /api/status while the stream is down (backing off with jitter, and at once when the
 // device comes back online), and go through when the visitor's turn comes. What is shown, and
-// how, is waiting-ui.js; every sentence comes from the server in the page config.
+// how, is waiting-ui.js, and the e-mail form is waiting-notify.js; every sentence comes from the
+// server in the page config.
 (function () {
   "use strict";
 
@@ -442,85 +443,10 @@
     openStream();
   });
 
-  // ---- The turn-notification form (EMAIL_NOTIFY) ---------------------------------------
-
-  var notifyForm = (function () {
-    var form = document.getElementById("qm-notify");
-    var input = document.getElementById("qm-notify-email");
-    var state = document.getElementById("qm-notify-state");
-    var enabled = config.notify === true && !!form;
-    var busy = false;
-    var ERRORS = {
-      invalid_email: "notifyInvalidEmail",
-      rate_limited: "notifyRateLimited",
-      place_lapsed: "notifyPlaceGone",
-      stale_ticket: "notifyPlaceGone",
-      invalid_token: "notifyPlaceGone",
-      notify_disabled: "notifyDisabled"
-    };
-
-    function statement(notify) {
-      if (!enabled) {
-        return;
-      }
-      if (!notify || typeof notify !== "object") {
-        ui.setText(state, t("notifyNone"));
-        return;
-      }
-      var email = typeof notify.emailMasked === "string" ? notify.emailMasked : "";
-      var key = notify.delivery === "sent" ? "notifySent" : notify.delivery === "failed" ? "notifyFailed" : "notifyPending";
-      ui.setText(state, t(key, { email: email }));
-    }
-
-    function show(visible) {
-      if (form) {
-        form.hidden = !(enabled && visible);
-      }
-    }
-
-    if (enabled) {
-      form.addEventListener("submit", function (event) {
-        event.preventDefault();
-        if (busy || !token) {
-          return;
-        }
-        if (input.value && typeof input.checkValidity === "function" && !input.checkValidity()) {
-          // Said at once, without a round trip that can only be refused; the server still
-          // checks every address it is sent, and its refusal reads the same.
-          input.setAttribute("aria-invalid", "true");
-          ui.setText(state, t("notifyInvalidEmail"));
-          return;
-        }
-        busy = true;
-        ui.setText(state, t("notifySaving"));
-        fetch("/api/notify", {
-          method: "POST",
-          credentials: "same-origin",
-          headers: { "Content-Type": "application/json", "Accept": "application/json" },
-          body: JSON.stringify({ roomId: roomId, token: token, email: input.value.replace(/^\s+|\s+$/g, "") })
-        }).then(function (response) {
-          return readJson(response).then(function (answer) {
-            if (response.ok) {
-              input.value = "";
-              input.removeAttribute("aria-invalid");
-              statement(answer.notify);
-            } else {
-              if (answer.code === "invalid_email") {
-                input.setAttribute("aria-invalid", "true");
-              }
-              ui.setText(state, t(ERRORS[answer.code] || "notifyError"));
-            }
-          });
-        }).catch(function () {
-          ui.setText(state, t("notifyError"));
-        }).then(function () {
-          busy = false;
-        });
-      });
-    }
-
-    return { statement: statement, show: show };
-  })();
+  // The turn-notification form (EMAIL_NOTIFY), in waiting-notify.js.
+  var notifyForm = window.QMNotify
+    ? window.QMNotify.create(config, ui, function () { return token; })
+    : { statement: function () {}, show: function () {} };
 
   // ---- Start ---------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ const WAITING_HTML: &str = include_str!("../assets/waiting.html");
 const WAITING_CSS: &str = include_str!("../assets/waiting.css");
 const WAITING_JS: &str = include_str!("../assets/waiting.js");
 const WAITING_UI_JS: &str = include_str!("../assets/waiting-ui.js");
+const WAITING_NOTIFY_JS: &str = include_str!("../assets/waiting-notify.js");
 const NOT_FOUND_HTML: &str = include_str!("../assets/not-found.html");
 
 /// Content type of the stylesheet.
@@ -50,11 +51,12 @@ impl HashedAsset {
 }
 
 /// Hashed once per process: the names are a pure function of the embedded files.
-static ASSETS: LazyLock<[HashedAsset; 3]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[HashedAsset; 4]> = LazyLock::new(|| {
     [
         HashedAsset::new("waiting", "css", CSS_CONTENT_TYPE, WAITING_CSS),
         HashedAsset::new("waiting", "js", JS_CONTENT_TYPE, WAITING_JS),
         HashedAsset::new("waiting-ui", "js", JS_CONTENT_TYPE, WAITING_UI_JS),
+        HashedAsset::new("waiting-notify", "js", JS_CONTENT_TYPE, WAITING_NOTIFY_JS),
     ]
 });
 
@@ -119,6 +121,11 @@ pub fn waiting_ui_js_path() -> String {
     format!("/assets/{}", ASSETS[2].file_name)
 }
 
+/// The served path of the waiting page's e-mail form (loaded before the script).
+pub fn waiting_notify_js_path() -> String {
+    format!("/assets/{}", ASSETS[3].file_name)
+}
+
 /// The waiting page for one room. `config_json` is what the script reads as `window.QM_CONFIG`
 /// (roomId, name, branding, ...); it travels in a JSON script element, never as inline code, so
 /// the page runs under a CSP without `unsafe-inline`. The page adds the chosen `locale` and the
@@ -146,6 +153,7 @@ pub fn waiting_page(config_json: &serde_json::Value, view: &PageView) -> String 
             ("CSS_HREF", waiting_css_path()),
             ("JS_HREF", waiting_js_path()),
             ("UI_JS_HREF", waiting_ui_js_path()),
+            ("NOTIFY_JS_HREF", waiting_notify_js_path()),
             ("NOSCRIPT_HEAD", view.noscript_head()),
             ("LOGO", logo_html(config_json, locale)),
             ("LABEL_LANGUAGE", text(&LABEL_LANGUAGE)),
@@ -302,7 +310,7 @@ mod tests {
         );
         assert!(asset("waiting.css").is_none());
         assert!(asset("waiting-AAAAAAAAAAAAAAAAAAAAAA.css").is_none());
-        assert_eq!(asset_names().len(), 3);
+        assert_eq!(asset_names().len(), 4);
     }
 
     #[test]
@@ -412,7 +420,7 @@ mod tests {
         // The scripts ask with `t("key"` (and a few keys through a map of error codes).
         let known: Vec<&str> = sentences::SCRIPT.iter().map(|(key, _)| *key).collect();
         let mut asked = Vec::new();
-        for script in [WAITING_JS, WAITING_UI_JS] {
+        for script in [WAITING_JS, WAITING_UI_JS, WAITING_NOTIFY_JS] {
             for (start, _) in script.match_indices("t(\"") {
                 // `t(` itself, not the end of `split(` or `parseInt(`.
                 let before = script[..start].chars().next_back().unwrap_or(' ');
