@@ -356,6 +356,7 @@
     if (offline) {
       return; // The `online` event retries at once.
     }
+    poll(); // The place right away, not only at the next poll.
     var ceiling = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * Math.pow(2, retryAttempt));
     retryAttempt += 1;
     var delay = Math.round(ceiling / 2 + Math.random() * ceiling / 2);
