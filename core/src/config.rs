@@ -121,6 +121,10 @@ pub struct Config {
     smtp_url: Option<SecretString>,
     /// The From of every turn e-mail (EMAIL_FROM).
     pub email_from: String,
+    /// WAITING_ASSETS_KEEP: hashed waiting-page asset names of earlier builds
+    /// (`waiting-<hash>.css|js`) this build keeps answering with its own file of the same kind,
+    /// so a page an older instance handed out still loads during a rolling deploy.
+    pub waiting_assets_keep: Vec<String>,
 }
 
 impl Config {
@@ -344,6 +348,11 @@ impl Config {
             email_notify,
             smtp_url: smtp_url.map(SecretString::from),
             email_from,
+            waiting_assets_keep: match read("WAITING_ASSETS_KEEP") {
+                Some(text) => parse_asset_names(&text)
+                    .map_err(|reason| invalid("WAITING_ASSETS_KEEP", reason))?,
+                None => Vec::new(),
+            },
         })
     }
 
@@ -419,6 +428,7 @@ impl Config {
                 .as_ref()
                 .map(|url| without_password(url.expose_secret())),
             "EMAIL_FROM": self.email_from,
+            "WAITING_ASSETS_KEEP": self.waiting_assets_keep,
         })
     }
 
@@ -656,6 +666,55 @@ fn parse_socket_addr(text: &str) -> Option<SocketAddr> {
     (host == "localhost").then(|| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
 }
 
+/// The longest WAITING_ASSETS_KEEP list: a few deploys' worth, never an open-ended set.
+const MAX_KEPT_ASSETS: usize = 64;
+
+/// WAITING_ASSETS_KEEP: comma- or space-separated `waiting-<hash>.css|js` names, where `<hash>`
+/// is the 22 base64url characters of the spec's asset hash. A path, a `/assets/` prefix or any
+/// other file is refused: the list can only alias a name to this build's own file.
+fn parse_asset_names(text: &str) -> Result<Vec<String>, String> {
+    let mut names: Vec<String> = Vec::new();
+    for name in text
+        .split([',', ' ', '\n'])
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+    {
+        // `<stem>-<hash>.<css|js>`, the hash being the last 22 characters before the extension
+        // (base64url may itself contain '-'), the stem `waiting` or `waiting-<letters>`.
+        let base = name
+            .strip_suffix(".css")
+            .or_else(|| name.strip_suffix(".js"))
+            .unwrap_or_default();
+        let well_formed = base.len() > 23 && base.is_char_boundary(base.len() - 23) && {
+            let (stem, dashed_hash) = base.split_at(base.len() - 23);
+            let stem_ok = stem == "waiting"
+                || stem.strip_prefix("waiting-").is_some_and(|rest| {
+                    !rest.is_empty()
+                        && rest
+                            .bytes()
+                            .all(|byte| byte.is_ascii_lowercase() || byte == b'-')
+                });
+            stem_ok
+                && dashed_hash.starts_with('-')
+                && dashed_hash[1..]
+                    .bytes()
+                    .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_')
+        };
+        if !well_formed {
+            return Err(format!(
+                "'{name}' is not a waiting-page asset name (waiting-<22-character hash>.css or .js)"
+            ));
+        }
+        if !names.iter().any(|known| known == name) {
+            names.push(name.to_owned());
+        }
+    }
+    if names.len() > MAX_KEPT_ASSETS {
+        return Err(format!("at most {MAX_KEPT_ASSETS} names"));
+    }
+    Ok(names)
+}
+
 fn parse_flag(var: &'static str, value: Option<String>) -> Result<bool, ConfigError> {
     match value.as_deref().map(str::trim) {
         None | Some("0") | Some("false") => Ok(false),
@@ -694,6 +753,48 @@ mod tests {
     fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let map: HashMap<&str, &str> = pairs.iter().copied().collect();
         Config::from_source(&map)
+    }
+
+    #[test]
+    fn kept_asset_names_are_checked_and_shown() {
+        let kept = config(&[(
+            "WAITING_ASSETS_KEEP",
+            "waiting-47DEQpj8HBSa-_TImW-5JC.css, waiting-47DEQpj8HBSa-_TImW-5JC.js waiting-47DEQpj8HBSa-_TImW-5JC.css",
+        )])
+        .expect("valid");
+        assert_eq!(
+            kept.waiting_assets_keep,
+            [
+                "waiting-47DEQpj8HBSa-_TImW-5JC.css",
+                "waiting-47DEQpj8HBSa-_TImW-5JC.js"
+            ]
+        );
+        let ui = config(&[(
+            "WAITING_ASSETS_KEEP",
+            "waiting-ui-47DEQpj8HBSa-_TImW-5JC.js",
+        )])
+        .expect("a script of its own stem");
+        assert_eq!(ui.waiting_assets_keep.len(), 1);
+        assert_eq!(
+            kept.public_json()["WAITING_ASSETS_KEEP"],
+            json!([
+                "waiting-47DEQpj8HBSa-_TImW-5JC.css",
+                "waiting-47DEQpj8HBSa-_TImW-5JC.js"
+            ])
+        );
+        assert!(Config::defaults().waiting_assets_keep.is_empty());
+        for bad in [
+            "waiting-short.css",
+            "/assets/waiting-47DEQpj8HBSa-_TImW-5JC.css",
+            "waiting-47DEQpj8HBSa-_TImW-5JC.html",
+            "other-47DEQpj8HBSa-_TImW-5JC.css",
+            "waiting-47DEQpj8HBSa-_TImW-5J!.js",
+            "waiting-UI-47DEQpj8HBSa-_TImW-5JC.js",
+            "waitingx47DEQpj8HBSa-_TImW-5JC.js",
+        ] {
+            let error = config(&[("WAITING_ASSETS_KEEP", bad)]).expect_err(bad);
+            assert_eq!(error.var, "WAITING_ASSETS_KEEP");
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod error;
 pub mod eta;
 pub mod ids;
 pub mod room;
+pub mod support_ref;
 pub mod token;
 
 pub use error::{ApiError, ErrorCode};

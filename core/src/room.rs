@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::{ApiError, ErrorCode};
 
-pub use documents::{AutoActivate, Autotune, Branding, Protection, ProtectionMode};
+pub use documents::{AutoActivate, Autotune, Branding, Protection, ProtectionMode, is_hex_color};
 pub use states::{BackendDownPolicy, EffectiveState, RoomState};
 
 /// Default `passedTtlSec`: how long a pass admits at the door.

@@ -19,6 +19,11 @@ pub(crate) fn session_cookie_name(room_id: &str) -> String {
     format!("qms_{room_id}")
 }
 
+/// The waiting page's remembered language (`?lang=`), Path=/, a year.
+pub(crate) const LANGUAGE_COOKIE: &str = "qm_lang";
+/// How long the language choice is remembered.
+pub(crate) const LANGUAGE_COOKIE_MAX_AGE_SEC: u64 = 31_536_000;
+
 /// Name of the door-session key cookie of an inline host.
 pub(crate) fn door_cookie_name(room_id: &str) -> String {
     format!("qm_dk_{room_id}")
@@ -124,6 +129,10 @@ pub(crate) fn rooms_to_evict(
                 rooms.entry(rest).or_insert(None);
             }
         } else if let Some(room) = name.strip_prefix("qm_") {
+            // `qm_lang` is the waiting page's language, unless a room named `lang` owns it.
+            if name == LANGUAGE_COOKIE && cookies.get("qms_lang").is_none() {
+                continue;
+            }
             record_token(&mut rooms, room, value);
         }
     }
@@ -244,6 +253,15 @@ mod tests {
             policy.expire("qm_r"),
             "qm_r=; Path=/; Max-Age=0; SameSite=Lax"
         );
+    }
+
+    #[test]
+    fn the_language_cookie_is_not_a_room() {
+        let header = format!("qm_lang=th; qm_a={}", token_with_iat(1));
+        assert!(rooms_to_evict(&cookies(&header), "b", 2).is_empty());
+        // A room named `lang` owns the name once its ownership cookie says so.
+        let owned = format!("qm_lang={}; qms_lang=s", token_with_iat(1));
+        assert_eq!(rooms_to_evict(&cookies(&owned), "b", 1), ["lang"]);
     }
 
     #[test]

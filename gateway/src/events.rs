@@ -61,6 +61,7 @@ pub(crate) async fn events(
     let hub = state.hubs.subscribe(&place.claims.room_id);
     let refresh_after_ms = state.config.token_refresh_after_ms();
     let mut listener = Listener::new(state.engine.clone(), &place, session_hash, refresh_after_ms);
+    listener.support_ref_key = state.support_ref_key;
     // The first frame comes from the engine itself, so an unreachable engine is a plain 503
     // before the stream starts rather than a stream that says nothing.
     let first = listener.ask_engine().await.map_err(AppError)?;
@@ -117,6 +118,8 @@ struct Listener {
     /// The ticket this stream's heartbeats vouch for (QM-345): the engine's latest answer named
     /// it and the request's ownership cookie proved it.
     vouched_ticket: Option<u64>,
+    /// The key of the `ref` every frame of a place carries.
+    support_ref_key: [u8; 32],
 }
 
 impl Listener {
@@ -140,7 +143,20 @@ impl Listener {
             asked_since_heartbeat: false,
             lapsed: None,
             vouched_ticket: None,
+            support_ref_key: [0; 32],
         }
+    }
+
+    /// The support reference code of the place this stream follows; none once it lapsed.
+    fn support_ref(&self, fields: &Map<String, Value>) -> Option<String> {
+        (!fields.contains_key("expired")).then(|| {
+            qm_core::support_ref::support_ref_with_key(
+                &self.support_ref_key,
+                &self.room_id,
+                self.generation,
+                self.place,
+            )
+        })
     }
 
     /// This place's status from the engine (without `now`).
@@ -271,7 +287,7 @@ impl Listener {
             let mut presence = hub.presence();
             presence.set(self.vouched_ticket);
             let mut last = first;
-            yield Ok(status_event(&last, self.fresh_token.as_deref()));
+            yield Ok(status_event(&last, self.fresh_token.as_deref(), self.support_ref(&last)));
             let mut next_heartbeat = Instant::now() + HEARTBEAT;
             let mut refresh_deadline = self.refresh_deadline();
             loop {
@@ -324,7 +340,7 @@ impl Listener {
                     }
                 };
                 presence.set(self.vouched_ticket);
-                yield Ok(status_event(&fields, self.fresh_token.as_deref()));
+                yield Ok(status_event(&fields, self.fresh_token.as_deref(), self.support_ref(&fields)));
                 last = fields;
                 next_heartbeat = Instant::now() + HEARTBEAT;
                 if self.drawn_since_open() {
@@ -354,13 +370,21 @@ enum Step {
     Refresh,
 }
 
-/// A status frame; `fresh_token` (a token re-signed at open) rides in every one as `token`.
-fn status_event(fields: &Map<String, Value>, fresh_token: Option<&str>) -> Event {
+/// A status frame; `fresh_token` (a token re-signed at open) rides in every one as `token`,
+/// and the place's support reference code as `ref`, as on /api/status.
+fn status_event(
+    fields: &Map<String, Value>,
+    fresh_token: Option<&str>,
+    support_ref: Option<String>,
+) -> Event {
     let mut body = Map::new();
     if let Some(token) = fresh_token {
         body.insert("token".into(), Value::String(token.to_owned()));
     }
     body.extend(with_now_here(fields.clone()));
+    if let Some(code) = support_ref {
+        body.insert("ref".into(), Value::String(code));
+    }
     Event::default()
         .event("status")
         .data(Value::Object(body).to_string())

@@ -59,6 +59,7 @@ pub(crate) async fn join_form(
         return_url,
         locale_of(&headers),
         Some(notice),
+        state.config.email_notify,
     );
     let mut response = page_response(refusal.code.http_status(), page);
     if let Some(seconds) = refusal.retry_after() {

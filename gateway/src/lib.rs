@@ -47,6 +47,8 @@ pub(crate) struct GatewayState {
     pub(crate) config: Arc<Config>,
     /// Built once: deriving the v2 keys costs HKDF work that no request should repeat.
     pub(crate) keyring: Arc<Keyring>,
+    /// The support reference code's key, HKDF(SECRET, `qm:support-ref`), derived once.
+    pub(crate) support_ref_key: [u8; 32],
     pub(crate) engine: EngineClient,
     /// Channel for the engine's gRPC health service, for readiness.
     pub(crate) engine_health: Channel,
@@ -83,8 +85,16 @@ pub struct GatewayApp {
 impl GatewayApp {
     pub fn new(config: Arc<Config>, engine: EngineClient, engine_health: Channel) -> GatewayApp {
         let (stopping, shutdown) = watch::channel(false);
+        let keyring = config.keyring();
+        // The keyring always holds SECRET first: the page shows the code under it.
+        let support_ref_key = keyring
+            .derived_keys(qm_core::support_ref::SUPPORT_REF_INFO)
+            .first()
+            .copied()
+            .unwrap_or_default();
         let state = GatewayState {
-            keyring: Arc::new(config.keyring()),
+            keyring: Arc::new(keyring),
+            support_ref_key,
             join_limiter: Arc::new(JoinRateLimiter::per_minute(config.join_limit_per_min)),
             check_limiter: Arc::new(JoinRateLimiter::per_minute(config.check_limit_per_min)),
             stream_limits: StreamLimits::new(config.sse_max_total, config.sse_per_ip),

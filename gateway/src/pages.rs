@@ -10,6 +10,13 @@
 //! operator or the room discarded the place (eject, purge, room reset), absent when nothing is
 //! known to be lost. A cookie that does not verify (forged, garbage, too old, another room's) is
 //! not a lapse: it never named a place we can speak for, exactly as `/api/join` treats it.
+//!
+//! The page's language: `?lang=en|th` wins and is remembered in `qm_lang` (Path=/, SameSite=Lax,
+//! a year), then that cookie, then Accept-Language. A room named `lang` owns `qm_lang` as its
+//! queue cookie, so on that one room the choice is honoured but not remembered.
+//!
+//! The room's branding colours reach the script as `theme` only when they are `#rgb`/`#rrggbb`
+//! (checked again here, not trusted from storage), which it applies as CSS custom properties.
 
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Response};
@@ -23,9 +30,11 @@ use qm_web::{JoinNotice, Lapsed, Locale, OperatorMessage, PageView, PlaceView};
 use serde_json::{Map, Value, json};
 
 use crate::GatewayState;
-use crate::cookies::{RequestCookies, queue_cookie_name};
+use crate::cookies::{
+    LANGUAGE_COOKIE, LANGUAGE_COOKIE_MAX_AGE_SEC, RequestCookies, queue_cookie_name,
+};
 use crate::places::presented_session_hash;
-use crate::request::QueryParams;
+use crate::request::{QueryParams, is_https};
 use crate::status_body::Branding;
 
 /// The page loads only its own script and style (no inline code); images may come from the
@@ -40,9 +49,30 @@ pub(crate) enum PlaceRead {
     NoToken,
     /// The engine says the place is gone; `None` when its reason is one we cannot name.
     Lapsed(Option<Lapsed>),
-    Place(Box<PlaceStatus>),
+    /// A place, with its support reference code once computed.
+    Place(Box<PlaceStatus>, Option<String>),
     /// The engine could not be asked (or the room is gone, which the room info says).
     Unknown,
+}
+
+impl PlaceRead {
+    /// The read with the place's support reference code, for the page without JavaScript.
+    fn with_support_ref(self, key: &[u8; 32], room_id: &str) -> PlaceRead {
+        match self {
+            PlaceRead::Place(place, _) => {
+                let code = crate::status_body::answered_place(&place).map(|visitor_place| {
+                    qm_core::support_ref::support_ref_with_key(
+                        key,
+                        room_id,
+                        place.generation,
+                        visitor_place,
+                    )
+                });
+                PlaceRead::Place(place, code)
+            }
+            other => other,
+        }
+    }
 }
 
 /// The engine's word for a refusal, as the page says it: the visitor's own entry window ran out
@@ -70,16 +100,35 @@ pub(crate) async fn waiting_page(
         room_info(&state, &room_id),
         read_place(&state, &room_id, &cookies)
     );
-    let locale = locale_of(&headers);
+    let chosen = query.non_empty("lang").and_then(Locale::from_tag);
+    let locale = chosen.unwrap_or_else(|| locale_of(&headers));
     let page = render_page(
         &room_id,
         info.as_ref(),
-        &place,
+        &place.with_support_ref(&state.support_ref_key, &room_id),
         query.non_empty("qm_return"),
         locale,
         None,
+        state.config.email_notify,
     );
-    page_response(StatusCode::OK, page)
+    let mut response = page_response(StatusCode::OK, page);
+    if let Some(chosen) = chosen
+        && room_id != "lang"
+    {
+        let mut cookie = format!(
+            "{LANGUAGE_COOKIE}={}; Path=/; Max-Age={LANGUAGE_COOKIE_MAX_AGE_SEC}; SameSite=Lax",
+            chosen.tag()
+        );
+        if is_https(&headers) {
+            cookie.push_str("; Secure");
+        }
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response
+                .headers_mut()
+                .append(http::header::SET_COOKIE, value);
+        }
+    }
+    response
 }
 
 /// `/w/<room>`, with `?qm_return=` when one was asked for.
@@ -132,7 +181,7 @@ async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookie
     };
     match state.engine.clone().status(request).await {
         Ok(reply) => match reply.into_inner().outcome {
-            Some(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place)),
+            Some(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place), None),
             Some(place_reply::Outcome::Lapsed(lapsed)) => {
                 let kind = lapsed_of(&lapsed.reason);
                 if kind.is_none() {
@@ -158,12 +207,18 @@ async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookie
     }
 }
 
+/// The remembered language (`qm_lang`), else the browser's Accept-Language.
 pub(crate) fn locale_of(headers: &HeaderMap) -> Locale {
-    Locale::from_accept_language(
-        headers
-            .get(ACCEPT_LANGUAGE)
-            .and_then(|value| value.to_str().ok()),
-    )
+    RequestCookies::from_headers(headers)
+        .get(LANGUAGE_COOKIE)
+        .and_then(Locale::from_tag)
+        .unwrap_or_else(|| {
+            Locale::from_accept_language(
+                headers
+                    .get(ACCEPT_LANGUAGE)
+                    .and_then(|value| value.to_str().ok()),
+            )
+        })
 }
 
 /// The waiting page for what the server knows: the config for the script and the rendered view.
@@ -174,6 +229,7 @@ pub(crate) fn render_page(
     return_url: Option<&str>,
     locale: Locale,
     notice: Option<JoinNotice>,
+    notify_enabled: bool,
 ) -> String {
     let now = now_ms();
     let Some(info) = info else {
@@ -205,8 +261,12 @@ pub(crate) fn render_page(
         _ => None,
     };
     let mut config = page_config(room_id, info, return_url, now);
-    if let (Some(lapsed), Value::Object(fields)) = (lapsed, &mut config) {
-        fields.insert("lapsed".into(), json!(lapsed.as_str()));
+    if let Value::Object(fields) = &mut config {
+        if let Some(lapsed) = lapsed {
+            fields.insert("lapsed".into(), json!(lapsed.as_str()));
+        }
+        // Whether the page offers the turn-notification form (EMAIL_NOTIFY).
+        fields.insert("notify".into(), json!(notify_enabled));
     }
     let branding = Branding::parse(&info.branding_json);
     let message = branding.message.map(|text| OperatorMessage {
@@ -233,7 +293,7 @@ fn place_view(place: &PlaceRead, return_url: Option<&str>, now: i64) -> PlaceVie
         PlaceRead::NoToken => PlaceView::Join { lapsed: None },
         PlaceRead::Lapsed(lapsed) => PlaceView::Join { lapsed: *lapsed },
         PlaceRead::Unknown => PlaceView::Unavailable,
-        PlaceRead::Place(place) => {
+        PlaceRead::Place(place, support_ref) => {
             let bypass_pass = matches!(place.place, Some(place_status::Place::Ticket(0)));
             if place.passed && (place.bound || bypass_pass) {
                 let target = return_url.unwrap_or(&place.redirect_url);
@@ -257,6 +317,7 @@ fn place_view(place: &PlaceRead, return_url: Option<&str>, now: i64) -> PlaceVie
                 eta_sec: place.eta_sec,
                 paused: place.state == "paused",
                 opens_in_sec,
+                support_ref: support_ref.clone(),
             }
         }
     }
@@ -278,7 +339,11 @@ fn page_config(room_id: &str, info: &RoomInfoReply, return_url: Option<&str>, no
     config.insert("roomId".into(), json!(room_id));
     config.insert("found".into(), json!(true));
     config.insert("name".into(), json!(info.name));
+    let theme = theme_of(&branding);
     config.insert("branding".into(), Value::Object(branding));
+    if !theme.is_empty() {
+        config.insert("theme".into(), Value::Object(theme));
+    }
     config.insert("state".into(), json!(info.effective_state));
     if let Some(opens_at_ms) = info.opens_at_ms {
         config.insert("opensAt".into(), json!(opens_at_ms));
@@ -292,6 +357,23 @@ fn page_config(room_id: &str, info: &RoomInfoReply, return_url: Option<&str>, no
         config.insert("returnUrl".into(), json!(return_url));
     }
     Value::Object(config)
+}
+
+/// The branding colours the page may apply, by their CSS custom property's name: only well-formed
+/// `#rgb`/`#rrggbb` values, whatever storage holds.
+fn theme_of(branding: &Map<String, Value>) -> Map<String, Value> {
+    [
+        ("primaryColor", "primary"),
+        ("accentColor", "accent"),
+        ("backgroundColor", "background"),
+        ("textColor", "text"),
+    ]
+    .into_iter()
+    .filter_map(|(key, property)| {
+        let colour = branding.get(key)?.as_str()?;
+        qm_core::room::is_hex_color(colour).then(|| (property.to_owned(), json!(colour)))
+    })
+    .collect()
 }
 
 /// Whether `url` is an http(s) URL whose origin is on the room's return list.
@@ -321,9 +403,10 @@ pub(crate) fn page_response(status: StatusCode, html: String) -> Response {
     response
 }
 
-/// GET /assets/:name and /__qm/assets/:name.
-pub(crate) async fn asset(Path(name): Path<String>) -> Response {
-    match qm_web::asset(&name) {
+/// GET /assets/:name and /__qm/assets/:name: this build's hashed files, and the names of
+/// earlier builds WAITING_ASSETS_KEEP lists.
+pub(crate) async fn asset(State(state): State<GatewayState>, Path(name): Path<String>) -> Response {
+    match qm_web::asset_or_kept(&name, &state.config.waiting_assets_keep) {
         Some((content_type, body)) => (
             [
                 (CONTENT_TYPE, HeaderValue::from_static(content_type)),
@@ -423,8 +506,9 @@ mod tests {
 
     #[test]
     fn the_lapse_reaches_the_config_only_when_the_engine_said_so() {
-        let lapsed =
-            |place: &PlaceRead| render_page("drop", Some(&info()), place, None, Locale::En, None);
+        let lapsed = |place: &PlaceRead| {
+            render_page("drop", Some(&info()), place, None, Locale::En, None, false)
+        };
         assert!(
             lapsed(&PlaceRead::Lapsed(Some(Lapsed::Expired))).contains(r#""lapsed":"expired""#)
         );
@@ -446,27 +530,31 @@ mod tests {
             None,
             Locale::En,
             None,
+            false,
         );
         assert!(gone.contains(r#""found":false"#));
         assert!(gone.contains("This waiting room does not exist"));
         assert!(
-            !gone.contains("<form"),
+            !gone.contains(r#"<form class="join-form""#),
             "no place to take in a room that is not there"
         );
     }
 
     fn waiting(bound: bool, passed: bool) -> PlaceRead {
-        PlaceRead::Place(Box::new(PlaceStatus {
-            place: Some(place_status::Place::Ticket(4)),
-            position: (!passed).then_some(2),
-            ahead: (!passed).then_some(1),
-            eta_sec: Some(30),
-            state: "active".into(),
-            passed,
-            bound,
-            redirect_url: "https://shop.example/checkout".into(),
-            ..Default::default()
-        }))
+        PlaceRead::Place(
+            Box::new(PlaceStatus {
+                place: Some(place_status::Place::Ticket(4)),
+                position: (!passed).then_some(2),
+                ahead: (!passed).then_some(1),
+                eta_sec: Some(30),
+                state: "active".into(),
+                passed,
+                bound,
+                redirect_url: "https://shop.example/checkout".into(),
+                ..Default::default()
+            }),
+            None,
+        )
     }
 
     #[test]
@@ -498,6 +586,40 @@ mod tests {
             place_view(&waiting(false, true), None, 0),
             PlaceView::Join { lapsed: None }
         );
+    }
+
+    #[test]
+    fn only_well_formed_colours_reach_the_theme() {
+        let branding = RoomInfoReply {
+            branding_json: r##"{"accentColor":"#0a7","textColor":"red;}body{x","primaryColor":"#123456","backgroundColor":7}"##.into(),
+            ..info()
+        };
+        let config = page_config("drop", &branding, None, 7);
+        assert_eq!(
+            config["theme"],
+            json!({ "accent": "#0a7", "primary": "#123456" })
+        );
+        assert!(page_config("drop", &info(), None, 7).get("theme").is_none());
+    }
+
+    #[test]
+    fn the_config_says_whether_the_notify_form_is_offered() {
+        for enabled in [true, false] {
+            let page = render_page(
+                "drop",
+                Some(&info()),
+                &PlaceRead::NoToken,
+                None,
+                Locale::Th,
+                None,
+                enabled,
+            );
+            assert!(
+                page.contains(&format!(r#""notify":{enabled}"#)),
+                "{enabled}"
+            );
+            assert!(page.contains(r#""locale":"th""#));
+        }
     }
 
     #[test]

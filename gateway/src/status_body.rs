@@ -113,6 +113,44 @@ pub(crate) fn place_fields(place: &PlaceStatus) -> Map<String, Value> {
     .into_fields()
 }
 
+/// Adds `ref`, the support reference code of the place the body describes (spec, Admin:
+/// visitors?ref=), keyed from SECRET so it neither reveals nor lets anyone guess the ticket.
+pub(crate) fn with_support_ref(
+    mut fields: Map<String, Value>,
+    key: &[u8; 32],
+    room_id: &str,
+    generation: u64,
+    place: VisitorPlace,
+) -> Map<String, Value> {
+    let code = qm_core::support_ref::support_ref_with_key(key, room_id, generation, place);
+    fields.insert("ref".into(), json!(code));
+    fields
+}
+
+/// The place an engine answer names, for its support reference code.
+pub(crate) fn answered_place(place: &PlaceStatus) -> Option<VisitorPlace> {
+    match place.place {
+        Some(place_status::Place::Ticket(ticket)) => Some(VisitorPlace::Ticket(ticket)),
+        Some(place_status::Place::Handle(handle)) => Some(VisitorPlace::Handle(handle)),
+        None => None,
+    }
+}
+
+/// An engine answer's body with its `ref` (without `now`).
+pub(crate) fn place_fields_with_ref(
+    place: &PlaceStatus,
+    key: &[u8; 32],
+    room_id: &str,
+) -> Map<String, Value> {
+    let fields = place_fields(place);
+    match answered_place(place) {
+        Some(visitor_place) => {
+            with_support_ref(fields, key, room_id, place.generation, visitor_place)
+        }
+        None => fields,
+    }
+}
+
 /// The body for a place that is no longer one.
 pub(crate) fn lapsed_fields(reason: &str) -> Map<String, Value> {
     let mut fields = Map::new();

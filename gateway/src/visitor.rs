@@ -23,7 +23,7 @@ use crate::places::presented_session_hash;
 use crate::protection::bot_score;
 use crate::refresh::{Renewal, drawn_place, engine_grants_refresh, is_due};
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
-use crate::status_body::{lapsed_fields, place_fields, with_now};
+use crate::status_body::{lapsed_fields, place_fields_with_ref, with_now};
 use qm_edge::AppError;
 
 /// The longest token a join body may carry.
@@ -89,7 +89,10 @@ pub(crate) async fn join(
 
     let mut answer = Map::new();
     answer.insert("token".into(), Value::String(joined.token));
-    answer.extend(with_now(place_fields(&joined.place), joined.place.now_ms));
+    answer.extend(with_now(
+        place_fields_with_ref(&joined.place, &state.support_ref_key, room_id),
+        joined.place.now_ms,
+    ));
     answer.extend(joined.notify_statement);
     let set_cookies = joined.set_cookies;
 
@@ -232,7 +235,9 @@ pub(crate) async fn status(
                     };
                     renewal = Renewal::issue(&state, &claims, &cookies, &headers, now);
                 }
-                with_now(place_fields(&answer), answer.now_ms)
+                let fields =
+                    place_fields_with_ref(&answer, &state.support_ref_key, &place.claims.room_id);
+                with_now(fields, answer.now_ms)
             }
             Some(place_reply::Outcome::Lapsed(lapsed)) => lapsed_fields(&lapsed.reason),
             None => {

@@ -1,112 +1,49 @@
-// The plain waiting page: join the room's line, follow the place live over the event stream (or
-// by polling while the stream is down), and go through when the visitor's turn comes.
+// The waiting page's flow: join the room's line, follow the place live over the event stream,
+// poll /api/status while the stream is down (backing off with jitter, and at once when the
+// device comes back online), and go through when the visitor's turn comes. What is shown, and
+// how, is waiting-ui.js, and the e-mail form is waiting-notify.js; every sentence comes from the
+// server in the page config.
 (function () {
   "use strict";
 
   var POLL_INTERVAL_MS = 5000;
-  var STREAM_RETRY_MS = 10000;
+  var RETRY_BASE_MS = 1000;
+  var RETRY_MAX_MS = 30000;
   var REJOIN_GUARD_MS = 10000;
-
-  // The sentences this page has in every locale it speaks. The page's language is the one the
-  // server chose from Accept-Language (<html lang>), which the browser derives from its own
-  // language list; navigator.language is the fallback when the attribute names none we speak.
-  var SENTENCES = {
-    en: {
-      lapsedExpired: "Your turn came, but the time to enter ran out.",
-      lapsedReset: "Your earlier place in line was cancelled on our side, not because of anything you did.",
-      lapsedRejoining: "Getting you a new place in line…",
-      lapsedRejoined: "You have a new place at the back of the line.",
-      messagePostedAt: "Posted at {time}"
-    },
-    th: {
-      lapsedExpired: "ถึงคิวของคุณแล้ว แต่หมดเวลาเข้าใช้งาน",
-      lapsedReset: "ที่ของคุณในคิวก่อนหน้านี้ถูกยกเลิกโดยทางเรา ไม่ได้เกิดจากสิ่งที่คุณทำ",
-      lapsedRejoining: "กำลังจัดที่ใหม่ในคิวให้คุณ…",
-      lapsedRejoined: "คุณได้รับที่ใหม่ต่อท้ายคิวแล้ว",
-      messagePostedAt: "ประกาศเมื่อเวลา {time}"
-    }
-  };
+  var REDIRECT_DELAY_MS = 300;
 
   var config = readConfig();
   window.QM_CONFIG = config;
-  var locale = pickLocale();
-
-  var elements = {
-    status: document.getElementById("qm-status"),
-    lapsed: document.getElementById("qm-lapsed"),
-    lead: document.getElementById("qm-lead"),
-    figures: document.getElementById("qm-figures"),
-    position: document.getElementById("qm-position"),
-    ahead: document.getElementById("qm-ahead"),
-    eta: document.getElementById("qm-eta"),
-    progress: document.getElementById("qm-progress"),
-    notice: document.getElementById("qm-notice"),
-    message: document.getElementById("qm-message"),
-    messageText: document.getElementById("qm-message-text"),
-    messageTime: document.getElementById("qm-message-time")
-  };
+  if (!window.QMUI) {
+    return;
+  }
+  var ui = window.QMUI.create(config);
+  var elements = ui.elements;
+  var t = ui.t;
 
   var roomId = typeof config.roomId === "string" ? config.roomId : "";
-  var storageKey = "qm:" + roomId;
+  var storageKey = "qm_token_" + roomId;
   var token = null;
   var stream = null;
   var pollTimer = null;
-  var streamRetryTimer = null;
+  var retryTimer = null;
+  var retryAttempt = 0;
   var lastRejoinAt = 0;
   // The token of a place that lapsed, sent on the rejoin that replaces it: the server carries
   // what was filed against the old place (a turn notification) over to the new one.
   var deadToken = null;
   // What the visitor was told about a lapse, until the replacement place is theirs.
   var lapsedKind = null;
-  var firstPosition = null;
   var redirecting = false;
-  // Server clock minus device clock, from the last frame that carried `now`.
-  var clockOffsetMs = 0;
+  var holdsPlace = false;
 
   function readConfig() {
     var element = document.getElementById("qm-config");
-    if (!element) {
-      return {};
-    }
     try {
-      var parsed = JSON.parse(element.textContent || "{}");
+      var parsed = JSON.parse((element && element.textContent) || "{}");
       return parsed && typeof parsed === "object" ? parsed : {};
     } catch (error) {
       return {};
-    }
-  }
-
-  function pickLocale() {
-    var candidates = [document.documentElement.getAttribute("lang"), window.navigator && window.navigator.language];
-    for (var index = 0; index < candidates.length; index += 1) {
-      var primary = String(candidates[index] || "").toLowerCase().split("-")[0];
-      if (Object.prototype.hasOwnProperty.call(SENTENCES, primary)) {
-        return primary;
-      }
-    }
-    return "en";
-  }
-
-  function t(key, values) {
-    var text = SENTENCES[locale][key] || SENTENCES.en[key] || "";
-    return text.replace(/\{(\w+)\}/g, function (whole, name) {
-      return values && Object.prototype.hasOwnProperty.call(values, name) ? String(values[name]) : whole;
-    });
-  }
-
-  function setText(element, text) {
-    // Only touch the DOM on a real change, so the live region does not repeat itself.
-    if (element && element.textContent !== text) {
-      element.textContent = text;
-    }
-  }
-
-  function showNotice(text) {
-    if (text) {
-      setText(elements.notice, text);
-      elements.notice.hidden = false;
-    } else {
-      elements.notice.hidden = true;
     }
   }
 
@@ -125,7 +62,8 @@
 
   function storedToken() {
     try {
-      return window.localStorage.getItem(storageKey);
+      // `qm:<room>` is where pages before this one kept it.
+      return window.localStorage.getItem(storageKey) || window.localStorage.getItem("qm:" + roomId);
     } catch (error) {
       return null;
     }
@@ -143,28 +81,6 @@
     return null;
   }
 
-  function formatWait(seconds) {
-    if (seconds === null || seconds === undefined) {
-      return "Not known yet";
-    }
-    if (seconds < 60) {
-      return "Under a minute";
-    }
-    var minutes = Math.round(seconds / 60);
-    if (minutes < 60) {
-      return "About " + minutes + (minutes === 1 ? " minute" : " minutes");
-    }
-    var hours = Math.floor(minutes / 60);
-    var rest = minutes % 60;
-    return "About " + hours + " h" + (rest ? " " + rest + " min" : "");
-  }
-
-  function deviceTime(serverInstantMs) {
-    // Server instants are shown in the device's frame, the clock the visitor compares against.
-    var local = new Date(serverInstantMs - clockOffsetMs);
-    return local.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  }
-
   function safeRedirectTarget(status) {
     var candidates = [config.returnUrl, status.redirectUrl];
     for (var index = 0; index < candidates.length; index += 1) {
@@ -176,14 +92,64 @@
     return null;
   }
 
-  function renderMessage(message, messageAt) {
-    // The pane stays in every state; only a frame that speaks for the room changes it.
-    if (typeof message === "string" && message.replace(/^\s+|\s+$/g, "")) {
-      setText(elements.messageText, message);
-      setText(elements.messageTime, typeof messageAt === "number" ? t("messagePostedAt", { time: deviceTime(messageAt) }) : "");
-      elements.message.hidden = false;
+  // ---- Rendering an answer -------------------------------------------------------------
+
+  function render(status) {
+    ui.learnClock(status.now);
+    if (typeof status.token === "string" && status.token) {
+      // The server re-signed this place (a refresh, or a drawn pre-queue handle).
+      storeToken(status.token);
+    }
+    if (status.expired) {
+      renderLapsed(status.reason);
+      return;
+    }
+    ui.renderMessage(status.message, status.messageAt);
+    ui.renderRef(status.ref);
+    if (status.passed) {
+      renderPassed(status);
+      return;
+    }
+    holdsPlace = true;
+    ui.renderFigures(status);
+    ui.renderPassedLink(null);
+    if (status.scheduled || status.state === "scheduled") {
+      ui.setState("scheduled");
+      ui.setText(elements.lead, t("leadScheduled"));
+      ui.renderScheduled(status, function () {
+        // The doors are open: the draw runs now, and the stream says when the place is drawn.
+        ui.setText(elements.lead, t("leadDrawing"));
+        ui.announce(t("leadDrawing"));
+      });
+    } else if (status.state === "paused") {
+      ui.hideScheduled();
+      ui.setState("paused");
+      ui.setText(elements.lead, t("leadPaused"));
     } else {
-      elements.message.hidden = true;
+      ui.hideScheduled();
+      ui.setState("waiting");
+      ui.setText(elements.lead, t("leadWaiting"));
+    }
+    notifyForm.show(true);
+  }
+
+  function renderPassed(status) {
+    holdsPlace = false;
+    ui.setState("passed");
+    ui.hideScheduled();
+    elements.lapsed.hidden = true;
+    elements.figures.hidden = true;
+    elements.progress.hidden = true;
+    notifyForm.show(false);
+    ui.setText(elements.lead, t("leadPassed"));
+    ui.showNotice("");
+    var target = safeRedirectTarget(status);
+    ui.renderPassedLink(target);
+    if (target && !redirecting) {
+      redirecting = true;
+      stopFollowing();
+      ui.announce(t("leadPassed"));
+      window.setTimeout(function () { window.location.assign(target); }, REDIRECT_DELAY_MS);
     }
   }
 
@@ -194,79 +160,24 @@
 
   function showLapsed(kind, follow) {
     lapsedKind = kind;
-    setText(elements.lapsed, t(kind === "expired" ? "lapsedExpired" : "lapsedReset") + " " + t(follow));
-    elements.lapsed.hidden = false;
-  }
-
-  function renderFigures(status) {
-    var hasPosition = typeof status.position === "number";
-    elements.figures.hidden = !hasPosition;
-    if (!hasPosition) {
-      elements.progress.hidden = true;
-      return;
-    }
-    setText(elements.position, String(status.position));
-    setText(elements.ahead, String(typeof status.ahead === "number" ? status.ahead : status.position - 1));
-    setText(elements.eta, formatWait(status.etaSec));
-    if (firstPosition === null || status.position > firstPosition) {
-      firstPosition = status.position;
-    }
-    var done = firstPosition > 0 ? (firstPosition - status.position) / firstPosition : 0;
-    elements.progress.value = Math.max(2, Math.round(done * 100));
-    elements.progress.hidden = false;
-  }
-
-  function render(status) {
-    if (typeof status.now === "number") {
-      clockOffsetMs = status.now - Date.now();
-    }
-    if (status.expired) {
-      renderLapsed(status.reason);
-      return;
-    }
-    if (status.passed) {
-      renderPassed(status);
-      return;
-    }
-    renderMessage(status.message, status.messageAt);
-    renderFigures(status);
-    if (status.state === "scheduled" && typeof status.opensAt === "number") {
-      setText(elements.lead, "The doors open at " + deviceTime(status.opensAt) + ". You are in the pre-queue; places are drawn at random when the doors open, so there is no need to hurry.");
-    } else if (status.state === "paused") {
-      setText(elements.lead, "The line is paused for the moment. You keep your place.");
-    } else {
-      setText(elements.lead, "You are in line. When it is your turn, this page takes you through automatically.");
-    }
-  }
-
-  function renderPassed(status) {
-    renderMessage(status.message, status.messageAt);
-    elements.lapsed.hidden = true;
-    elements.figures.hidden = true;
-    elements.progress.hidden = true;
-    setText(elements.lead, "It is your turn! Taking you through…");
-    showNotice("");
-    var target = safeRedirectTarget(status);
-    if (target && !redirecting) {
-      redirecting = true;
-      closeStream();
-      stopPolling();
-      window.location.assign(target);
-    }
+    ui.showLapsed(t(kind === "expired" ? "lapsedExpired" : "lapsedReset") + " " + t(follow));
   }
 
   function renderLapsed(reason) {
+    holdsPlace = false;
+    ui.setState("lapsed");
+    ui.hideScheduled();
     elements.figures.hidden = true;
     elements.progress.hidden = true;
-    closeStream();
-    stopPolling();
+    ui.renderRef(null);
+    notifyForm.show(false);
+    stopFollowing();
     if (token) {
       deadToken = token;
     }
     storeToken(null);
-    firstPosition = null;
     showLapsed(lapsedKindOf(reason), "lapsedRejoining");
-    setText(elements.lead, t("lapsedRejoining"));
+    ui.setText(elements.lead, t("lapsedRejoining"));
     var now = Date.now();
     if (now - lastRejoinAt < REJOIN_GUARD_MS) {
       // The new place lapsed at once: wait a little rather than loop.
@@ -276,6 +187,19 @@
     lastRejoinAt = now;
     join(deadToken);
   }
+
+  function renderNotFound() {
+    holdsPlace = false;
+    stopFollowing();
+    ui.setState("not-found");
+    elements.figures.hidden = true;
+    elements.progress.hidden = true;
+    ui.hideScheduled();
+    notifyForm.show(false);
+    ui.setText(elements.lead, t("noRoom"));
+  }
+
+  // ---- Joining -------------------------------------------------------------------------
 
   function retryAfterMs(response, fallbackMs) {
     var header = response && response.headers ? response.headers.get("Retry-After") : null;
@@ -300,20 +224,7 @@
     }).then(function (response) {
       return readJson(response).then(function (answer) {
         if (response.ok && typeof answer.token === "string") {
-          showNotice("");
-          storeToken(answer.token);
-          if (lapsedKind && answer.token !== deadToken) {
-            showLapsed(lapsedKind, "lapsedRejoined");
-          } else if (lapsedKind) {
-            // The server kept the place after all: there is no lapse to tell.
-            lapsedKind = null;
-            elements.lapsed.hidden = true;
-          }
-          deadToken = null;
-          render(answer);
-          if (!answer.passed) {
-            openStream();
-          }
+          joined(answer);
           return;
         }
         if (answer.code === "room_not_found") {
@@ -324,23 +235,56 @@
           storeToken(null);
           deadToken = null;
         }
+        ui.setState("error");
         var wait = retryAfterMs(response, 5000);
-        showNotice((answer.error || "We could not get you a place in line just now.") + " Retrying in " + Math.round(wait / 1000) + " s.");
+        ui.showNotice(joinRefusal(answer.code, ui.formatNumber(Math.round(wait / 1000))));
         window.setTimeout(function () { join(token || deadToken); }, wait);
       });
     }).catch(function () {
-      showNotice("You seem to be offline. Retrying…");
+      ui.showNotice(t("joinOffline"));
       window.setTimeout(function () { join(presentedToken); }, 5000);
     });
   }
 
-  function renderNotFound() {
-    closeStream();
-    stopPolling();
-    elements.figures.hidden = true;
-    elements.progress.hidden = true;
-    setText(elements.lead, "This waiting room does not exist, or it has been closed.");
+  // The refusal's sentence in the visitor's language; the page tries again after Retry-After.
+  function joinRefusal(code, seconds) {
+    switch (code) {
+      case "rate_limited":
+        return t("joinRateLimited", { seconds: seconds });
+      case "prequeue_full":
+      case "storage_unavailable":
+        return t("joinBusy", { seconds: seconds });
+      case "queue_identity_limit":
+      case "prequeue_identity_limit":
+        return t("joinIdentityLimit");
+      case "blocked_by_protection":
+        return t("joinBlocked");
+      default:
+        return t("joinRetry", { seconds: seconds });
+    }
   }
+
+  function joined(answer) {
+    ui.showNotice("");
+    storeToken(answer.token);
+    if (lapsedKind && answer.token !== deadToken) {
+      showLapsed(lapsedKind, "lapsedRejoined");
+    } else if (lapsedKind) {
+      // The server kept the place after all: there is no lapse to tell.
+      lapsedKind = null;
+      elements.lapsed.hidden = true;
+    }
+    deadToken = null;
+    if (Object.prototype.hasOwnProperty.call(answer, "notify")) {
+      notifyForm.statement(answer.notify);
+    }
+    render(answer);
+    if (!answer.passed) {
+      openStream();
+    }
+  }
+
+  // ---- Following the place: stream, back-off, polling ----------------------------------
 
   function handleFrame(event) {
     var status;
@@ -356,7 +300,12 @@
 
   function openStream() {
     closeStream();
-    if (!token || typeof window.EventSource !== "function") {
+    clearRetry();
+    if (redirecting || !token) {
+      return;
+    }
+    if (typeof window.EventSource !== "function") {
+      ui.setConnection("polling", false);
       startPolling();
       return;
     }
@@ -368,39 +317,77 @@
         handleFrame(event);
       }
     });
-    stream.onopen = function () {
-      showNotice("");
+    source.addEventListener("refresh", function () {
+      // The server ends the stream so the reconnect can re-sign the token (or exchange a drawn
+      // pre-queue handle for its ticket) and set the cookies: reopen at once.
+      if (source === stream) {
+        openStream();
+      }
+    });
+    source.onopen = function () {
+      if (source !== stream) {
+        return;
+      }
+      retryAttempt = 0;
+      ui.setConnection("live", false);
       stopPolling();
     };
-    stream.onerror = function () {
-      showNotice("Reconnecting…");
-      startPolling();
-      if (stream && stream.readyState === window.EventSource.CLOSED) {
-        // The server refused the stream (a limit, a restart): poll, and try the stream again later.
-        closeStream();
-        scheduleStreamRetry();
+    source.onerror = function () {
+      if (source !== stream) {
+        return;
       }
+      // Our own back-off rather than the browser's fixed retry: a restart or a deploy must not
+      // bring every open page back in the same second.
+      closeStream();
+      lostStream(!navigatorOnline());
     };
+  }
+
+  function navigatorOnline() {
+    return !window.navigator || window.navigator.onLine !== false;
+  }
+
+  function lostStream(offline) {
+    if (redirecting || !holdsPlace) {
+      return;
+    }
+    ui.setConnection("reconnecting", offline);
+    startPolling();
+    if (offline) {
+      return; // The `online` event retries at once.
+    }
+    poll(); // The place right away, not only at the next poll.
+    var ceiling = Math.min(RETRY_MAX_MS, RETRY_BASE_MS * Math.pow(2, retryAttempt));
+    retryAttempt += 1;
+    var delay = Math.round(ceiling / 2 + Math.random() * ceiling / 2);
+    clearRetry();
+    retryTimer = window.setTimeout(function () {
+      retryTimer = null;
+      openStream();
+    }, delay);
+  }
+
+  function clearRetry() {
+    if (retryTimer !== null) {
+      window.clearTimeout(retryTimer);
+      retryTimer = null;
+    }
   }
 
   function closeStream() {
     if (stream) {
-      stream.onerror = null;
-      stream.onopen = null;
-      stream.close();
+      var source = stream;
       stream = null;
+      source.onerror = null;
+      source.onopen = null;
+      source.close();
     }
   }
 
-  function scheduleStreamRetry() {
-    if (streamRetryTimer === null) {
-      streamRetryTimer = window.setTimeout(function () {
-        streamRetryTimer = null;
-        if (!redirecting) {
-          openStream();
-        }
-      }, STREAM_RETRY_MS);
-    }
+  function stopFollowing() {
+    closeStream();
+    clearRetry();
+    stopPolling();
   }
 
   function startPolling() {
@@ -427,28 +414,54 @@
           if (response.ok) {
             render(answer);
           } else if (answer.code === "invalid_token") {
-            stopPolling();
-            closeStream();
+            stopFollowing();
             storeToken(null);
             join(null);
           }
         });
       })
       .catch(function () {
-        showNotice("Reconnecting…");
+        // Still unreachable: the connection line already says so.
       });
   }
 
+  window.addEventListener("offline", function () {
+    if (!holdsPlace) {
+      return;
+    }
+    closeStream();
+    clearRetry();
+    lostStream(true);
+  });
+
+  window.addEventListener("online", function () {
+    if (!holdsPlace || redirecting) {
+      return;
+    }
+    retryAttempt = 0;
+    ui.setConnection("reconnecting", false);
+    poll();
+    openStream();
+  });
+
+  // The turn-notification form (EMAIL_NOTIFY), in waiting-notify.js.
+  var notifyForm = window.QMNotify
+    ? window.QMNotify.create(config, ui, function () { return token; })
+    : { statement: function () {}, show: function () {} };
+
+  // ---- Start ---------------------------------------------------------------------------
+
   // With the script running, its live status replaces the server-rendered one.
   elements.status.hidden = false;
-  if (typeof config.now === "number") {
-    clockOffsetMs = config.now - Date.now();
-  }
+  ui.setState("joining");
+  ui.learnClock(config.now);
+  ui.applyBranding();
   if (config.branding && typeof config.branding === "object") {
-    renderMessage(config.branding.message, config.branding.messageAt);
+    ui.renderMessage(config.branding.message, config.branding.messageAt);
   }
   if (!roomId) {
-    setText(elements.lead, "This page does not name a waiting room.");
+    ui.setState("error");
+    ui.setText(elements.lead, t("noRoomId"));
     return;
   }
   if (config.found === false) {
@@ -459,6 +472,7 @@
     // The server read this browser's place and the engine said it is gone: say what happened,
     // and rejoin presenting the dead token so the server mints the replacement.
     deadToken = cookieToken() || storedToken();
+    ui.setState("lapsed");
     showLapsed(config.lapsed, "lapsedRejoining");
     lastRejoinAt = Date.now();
     join(deadToken);

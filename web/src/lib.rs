@@ -9,7 +9,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest, Sha256};
 
 pub mod docs;
-mod sentences;
+pub(crate) mod sentences;
 mod view;
 
 pub use view::{
@@ -19,6 +19,8 @@ pub use view::{
 const WAITING_HTML: &str = include_str!("../assets/waiting.html");
 const WAITING_CSS: &str = include_str!("../assets/waiting.css");
 const WAITING_JS: &str = include_str!("../assets/waiting.js");
+const WAITING_UI_JS: &str = include_str!("../assets/waiting-ui.js");
+const WAITING_NOTIFY_JS: &str = include_str!("../assets/waiting-notify.js");
 const NOT_FOUND_HTML: &str = include_str!("../assets/not-found.html");
 
 /// Content type of the stylesheet.
@@ -49,10 +51,12 @@ impl HashedAsset {
 }
 
 /// Hashed once per process: the names are a pure function of the embedded files.
-static ASSETS: LazyLock<[HashedAsset; 2]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[HashedAsset; 4]> = LazyLock::new(|| {
     [
         HashedAsset::new("waiting", "css", CSS_CONTENT_TYPE, WAITING_CSS),
         HashedAsset::new("waiting", "js", JS_CONTENT_TYPE, WAITING_JS),
+        HashedAsset::new("waiting-ui", "js", JS_CONTENT_TYPE, WAITING_UI_JS),
+        HashedAsset::new("waiting-notify", "js", JS_CONTENT_TYPE, WAITING_NOTIFY_JS),
     ]
 });
 
@@ -68,6 +72,29 @@ pub fn asset(name: &str) -> Option<(&'static str, &'static [u8])> {
     ASSETS
         .iter()
         .find(|asset| asset.file_name == name)
+        .map(|asset| (asset.content_type, asset.body.as_bytes()))
+}
+
+/// An asset by its served name, or by a name of an earlier build listed in `kept`
+/// (WAITING_ASSETS_KEEP): that name answers this build's file of the same stem and kind, so a
+/// page an older instance handed out during a rolling deploy still gets a style and a script.
+pub fn asset_or_kept(name: &str, kept: &[String]) -> Option<(&'static str, &'static [u8])> {
+    if let Some(found) = asset(name) {
+        return Some(found);
+    }
+    if !kept.iter().any(|kept_name| kept_name == name) {
+        return None;
+    }
+    let kind = |file_name: &str| {
+        // `<stem>-<22-character hash>.<extension>`; the hash may itself contain '-'.
+        let (base, extension) = file_name.rsplit_once('.')?;
+        let stem = base.get(..base.len().checked_sub(23)?)?;
+        Some((stem.to_owned(), extension.to_owned()))
+    };
+    let wanted = kind(name)?;
+    ASSETS
+        .iter()
+        .find(|asset| kind(&asset.file_name).as_ref() == Some(&wanted))
         .map(|asset| (asset.content_type, asset.body.as_bytes()))
 }
 
@@ -89,21 +116,48 @@ pub fn waiting_js_path() -> String {
     format!("/assets/{}", ASSETS[1].file_name)
 }
 
+/// The served path of the waiting page's rendering helpers (loaded before the script).
+pub fn waiting_ui_js_path() -> String {
+    format!("/assets/{}", ASSETS[2].file_name)
+}
+
+/// The served path of the waiting page's e-mail form (loaded before the script).
+pub fn waiting_notify_js_path() -> String {
+    format!("/assets/{}", ASSETS[3].file_name)
+}
+
 /// The waiting page for one room. `config_json` is what the script reads as `window.QM_CONFIG`
 /// (roomId, name, branding, ...); it travels in a JSON script element, never as inline code, so
-/// the page runs under a CSP without `unsafe-inline`. `view` is the server-rendered half: the
-/// operator's message and what a visitor without JavaScript sees.
+/// the page runs under a CSP without `unsafe-inline`. The page adds the chosen `locale` and the
+/// script's `sentences` in it, from the one table. `view` is the server-rendered half: the
+/// operator's message, the language switch and what a visitor without JavaScript sees.
 pub fn waiting_page(config_json: &serde_json::Value, view: &PageView) -> String {
+    use sentences::*;
+    let locale = view.locale;
     let title = page_title(config_json);
     let (message_heading, message_text, message_time, message_hidden) = view.message_parts();
+    let mut config = config_json.clone();
+    if let serde_json::Value::Object(fields) = &mut config {
+        fields.insert("locale".into(), serde_json::Value::from(locale.tag()));
+        fields.insert(
+            "sentences".into(),
+            serde_json::Value::Object(script_sentences(locale)),
+        );
+    }
+    let text = |sentence: &Sentence| escape_html(sentence.get(locale));
     fill_template(
         WAITING_HTML,
         &[
-            ("LANG", view.locale.tag().to_owned()),
+            ("LANG", locale.tag().to_owned()),
             ("TITLE", escape_html(&title)),
             ("CSS_HREF", waiting_css_path()),
             ("JS_HREF", waiting_js_path()),
+            ("UI_JS_HREF", waiting_ui_js_path()),
+            ("NOTIFY_JS_HREF", waiting_notify_js_path()),
             ("NOSCRIPT_HEAD", view.noscript_head()),
+            ("LOGO", logo_html(config_json, locale)),
+            ("LABEL_LANGUAGE", text(&LABEL_LANGUAGE)),
+            ("LOCALE_LINKS", view.locale_links()),
             (
                 "MESSAGE_HIDDEN",
                 if message_hidden { " hidden" } else { "" }.to_owned(),
@@ -111,10 +165,41 @@ pub fn waiting_page(config_json: &serde_json::Value, view: &PageView) -> String 
             ("MESSAGE_HEADING", message_heading),
             ("MESSAGE_TEXT", message_text),
             ("MESSAGE_TIME", message_time),
+            ("LEAD_JOINING", text(&LEAD_JOINING)),
+            ("LABEL_COUNTDOWN", text(&LABEL_COUNTDOWN)),
+            ("LABEL_OPENS_AT", text(&LABEL_OPENS_AT)),
+            ("LABEL_POSITION", text(&LABEL_POSITION)),
+            ("LABEL_AHEAD", text(&LABEL_AHEAD)),
+            ("LABEL_ETA", text(&LABEL_ETA)),
+            ("LABEL_PROGRESS", text(&LABEL_PROGRESS)),
+            ("PASSED_FALLBACK", text(&PASSED_FALLBACK)),
+            ("PASSED_LINK", text(&PASSED_LINK)),
             ("NOSCRIPT_BODY", view.noscript_body()),
-            ("CONFIG_JSON", json_for_script_element(config_json)),
+            ("NOTIFY_LABEL", text(&NOTIFY_LABEL)),
+            ("NOTIFY_BUTTON", text(&NOTIFY_BUTTON)),
+            ("NOTIFY_HINT", text(&NOTIFY_HINT)),
+            ("LABEL_REF", text(&LABEL_REF)),
+            ("REF_HINT", text(&REF_HINT)),
+            ("KEEP_OPEN_HINT", text(&KEEP_OPEN_HINT)),
+            ("CONFIG_JSON", json_for_script_element(&config)),
         ],
     )
+}
+
+/// The brand's logo, when the room has one: an https URL (the room document allows no other).
+fn logo_html(config_json: &serde_json::Value, locale: Locale) -> String {
+    let logo_url = config_json
+        .pointer("/branding/logoUrl")
+        .and_then(serde_json::Value::as_str)
+        .filter(|url| url.starts_with("https://"));
+    match logo_url {
+        Some(url) => format!(
+            "<img class=\"logo\" src=\"{}\" alt=\"{}\" height=\"40\">",
+            escape_html(url),
+            escape_html(sentences::LOGO_ALT.get(locale))
+        ),
+        None => String::new(),
+    }
 }
 
 /// Fills every `{{NAME}}` of `template` in one pass, so text that came from a room (a title, a
@@ -225,7 +310,31 @@ mod tests {
         );
         assert!(asset("waiting.css").is_none());
         assert!(asset("waiting-AAAAAAAAAAAAAAAAAAAAAA.css").is_none());
-        assert_eq!(asset_names().len(), 2);
+        assert_eq!(asset_names().len(), 4);
+    }
+
+    #[test]
+    fn a_kept_name_of_an_earlier_build_answers_this_builds_file_of_its_kind() {
+        let old_css = "waiting-AAAAAAAAAAAAAAAAAAAAAA.css".to_owned();
+        let old_js = "waiting-BBBBBBBBBBBBBBBBBBBBBB.js".to_owned();
+        let old_ui = "waiting-ui-B-BBBBBBBBBBBBBBBBBBBB.js".to_owned();
+        let kept = [old_css.clone(), old_js.clone(), old_ui.clone()];
+        assert_eq!(
+            asset_or_kept(&old_ui, &kept),
+            Some((JS_CONTENT_TYPE, WAITING_UI_JS.as_bytes()))
+        );
+        assert_eq!(
+            asset_or_kept(&old_css, &kept),
+            Some((CSS_CONTENT_TYPE, WAITING_CSS.as_bytes()))
+        );
+        assert_eq!(
+            asset_or_kept(&old_js, &kept),
+            Some((JS_CONTENT_TYPE, WAITING_JS.as_bytes()))
+        );
+        assert!(asset_or_kept("waiting-CCCCCCCCCCCCCCCCCCCCCC.css", &kept).is_none());
+        assert!(asset_or_kept(&old_css, &[]).is_none());
+        let current = waiting_css_path().trim_start_matches("/assets/").to_owned();
+        assert!(asset_or_kept(&current, &[]).is_some());
     }
 
     #[test]
@@ -263,7 +372,7 @@ mod tests {
         );
         let json_text = &inside[inside.find('>').expect("open tag ends") + 1..];
         let parsed: serde_json::Value = serde_json::from_str(json_text).expect("still valid json");
-        assert_eq!(parsed, hostile);
+        assert_eq!(parsed["branding"], hostile["branding"]);
     }
 
     #[test]
@@ -307,30 +416,59 @@ mod tests {
     }
 
     #[test]
-    fn the_scripts_sentences_exist_in_every_locale() {
-        // The table in waiting.js: `en: { key: "...", ... }, th: { ... }`, one key a line.
-        let start = WAITING_JS
-            .find("var SENTENCES = {")
-            .expect("the sentence table");
-        let table = &WAITING_JS[start..];
-        let table = &table[..table.find("\n  };").expect("the table ends")];
-        let mut locales: Vec<(String, Vec<String>)> = Vec::new();
-        for line in table.lines().skip(1) {
-            let line = line.trim();
-            if let Some(locale) = line.strip_suffix(": {") {
-                locales.push((locale.to_owned(), Vec::new()));
-            } else if let Some((key, _)) = line.split_once(": \"")
-                && let Some((_, keys)) = locales.last_mut()
-            {
-                keys.push(key.to_owned());
+    fn every_sentence_the_scripts_ask_for_is_in_the_table() {
+        // The scripts ask with `t("key"` (and a few keys through a map of error codes).
+        let known: Vec<&str> = sentences::SCRIPT.iter().map(|(key, _)| *key).collect();
+        let mut asked = Vec::new();
+        for script in [WAITING_JS, WAITING_UI_JS, WAITING_NOTIFY_JS] {
+            for (start, _) in script.match_indices("t(\"") {
+                // `t(` itself, not the end of `split(` or `parseInt(`.
+                let before = script[..start].chars().next_back().unwrap_or(' ');
+                if before.is_ascii_alphanumeric() || before == '.' {
+                    continue;
+                }
+                let rest = &script[start + 3..];
+                if let Some((key, _)) = rest.split_once('"') {
+                    asked.push(key.to_owned());
+                }
+            }
+            for piece in script.split(": \"notify").skip(1) {
+                if let Some((rest, _)) = piece.split_once('"') {
+                    asked.push(format!("notify{rest}"));
+                }
             }
         }
-        let names: Vec<&str> = locales.iter().map(|(locale, _)| locale.as_str()).collect();
-        assert_eq!(names, ["en", "th"]);
-        assert!(locales[0].1.len() >= 5, "{:?}", locales[0].1);
-        assert_eq!(
-            locales[0].1, locales[1].1,
-            "the same keys in the same order"
+        assert!(asked.len() >= 20, "{asked:?}");
+        for key in &asked {
+            assert!(
+                known.contains(&key.as_str()),
+                "{key} is not in the sentence table"
+            );
+        }
+        let page = render(&json!({ "roomId": "r" }));
+        assert!(page.contains(r#""sentences":{"#) && page.contains(r#""locale":"en""#));
+    }
+
+    #[test]
+    fn the_switch_links_every_locale_and_the_logo_is_https_only() {
+        let page = render(
+            &json!({ "roomId": "r", "branding": { "logoUrl": "https://cdn.example/l.png" } }),
+        );
+        assert!(
+            page.contains(r#"href="/w/launch?lang=th" hreflang="th""#),
+            "{page}"
+        );
+        assert!(page.contains(r#"hreflang="en" lang="en" aria-current="true""#));
+        assert!(page.contains(r#"<img class="logo" src="https://cdn.example/l.png""#));
+        let page = render(&json!({ "roomId": "r", "branding": { "logoUrl": "javascript:x" } }));
+        assert!(!page.contains("<img"));
+        let view = PageView {
+            form_action: "/w/launch?qm_return=x".into(),
+            ..plain_view()
+        };
+        assert!(
+            view.locale_links()
+                .contains("/w/launch?qm_return=x&amp;lang=th")
         );
     }
 }

@@ -57,6 +57,26 @@ impl Locale {
             .unwrap_or(Locale::En)
     }
 
+    /// A locale by its tag (`?lang=th`, the `qm_lang` cookie): only the exact tags it speaks.
+    pub fn from_tag(tag: &str) -> Option<Locale> {
+        match tag.trim() {
+            "en" => Some(Locale::En),
+            "th" => Some(Locale::Th),
+            _ => None,
+        }
+    }
+
+    /// Every locale, in the order the switch lists them.
+    pub const ALL: [Locale; 2] = [Locale::En, Locale::Th];
+
+    /// The language's name in itself, as the switch shows it.
+    pub fn native_name(self) -> &'static str {
+        match self {
+            Locale::En => "English",
+            Locale::Th => "ไทย",
+        }
+    }
+
     /// The `lang` attribute value.
     pub fn tag(self) -> &'static str {
         match self {
@@ -97,6 +117,8 @@ pub enum PlaceView {
         paused: bool,
         /// Seconds until the doors open, for a scheduled room.
         opens_in_sec: Option<u64>,
+        /// The support reference code the visitor can read out (`XXX-XXX`).
+        support_ref: Option<String>,
     },
     /// Through: the link (and the refresh) to the site.
     Passed { target_url: String },
@@ -163,6 +185,19 @@ fn wait_text(seconds: Option<u64>, locale: Locale) -> String {
     }
 }
 
+/// A count as the locale writes it: both English and Thai group thousands with a comma.
+pub(crate) fn group_digits(number: u64) -> String {
+    let digits = number.to_string();
+    let mut grouped = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    grouped
+}
+
 fn paragraph(class: &str, text: &str) -> String {
     format!("<p class=\"{class}\">{}</p>", escape_html(text))
 }
@@ -219,6 +254,7 @@ impl PageView {
                 eta_sec,
                 paused,
                 opens_in_sec,
+                support_ref,
             } => {
                 if let Some(opens_in_sec) = opens_in_sec {
                     let text = fill(
@@ -234,10 +270,10 @@ impl PageView {
                         &fill(
                             WAITING_POSITION.get(locale),
                             "position",
-                            &position.to_string(),
+                            &group_digits(*position),
                         ),
                         "ahead",
-                        &ahead.to_string(),
+                        &group_digits(ahead),
                     );
                     html.push_str(&paragraph("lead", &text));
                 }
@@ -250,6 +286,13 @@ impl PageView {
                         &wait_text(*eta_sec, locale),
                     );
                     html.push_str(&paragraph("lead", &text));
+                }
+                if let Some(code) = support_ref {
+                    html.push_str(&format!(
+                        "<p class=\"hint\">{} <span class=\"ref\">{}</span></p>",
+                        escape_html(LABEL_REF.get(locale)),
+                        escape_html(code)
+                    ));
                 }
                 let refresh = fill(
                     WAITING_REFRESH.get(locale),
@@ -275,6 +318,37 @@ impl PageView {
         }
         html.push_str("</div></noscript>");
         html
+    }
+
+    /// The language switch: one link per locale to this page with `lang=` (which the gateway
+    /// remembers in `qm_lang`), the current one marked.
+    pub fn locale_links(&self) -> String {
+        let separator = if self.form_action.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        Locale::ALL
+            .iter()
+            .map(|locale| {
+                let current = if *locale == self.locale {
+                    " aria-current=\"true\""
+                } else {
+                    ""
+                };
+                format!(
+                    "<a href=\"{}\" hreflang=\"{tag}\" lang=\"{tag}\"{current}>{}</a>",
+                    escape_html(&format!(
+                        "{}{separator}lang={}",
+                        self.form_action,
+                        locale.tag()
+                    )),
+                    escape_html(locale.native_name()),
+                    tag = locale.tag(),
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The message pane's heading, text and time, escaped, and whether it is hidden.
@@ -369,6 +443,18 @@ mod tests {
     }
 
     #[test]
+    fn tags_name_only_the_spoken_locales_and_counts_are_grouped() {
+        assert_eq!(Locale::from_tag("th"), Some(Locale::Th));
+        assert_eq!(Locale::from_tag("en"), Some(Locale::En));
+        assert_eq!(Locale::from_tag("TH-th"), None);
+        assert_eq!(Locale::from_tag("de"), None);
+        assert_eq!(group_digits(7), "7");
+        assert_eq!(group_digits(1234), "1,234");
+        assert_eq!(group_digits(1_234_567), "1,234,567");
+        assert_eq!(group_digits(100_000), "100,000");
+    }
+
+    #[test]
     fn every_sentence_exists_in_every_locale() {
         for locale in [Locale::En, Locale::Th] {
             for lapsed in [Lapsed::Expired, Lapsed::Reset] {
@@ -418,10 +504,15 @@ mod tests {
                 eta_sec: Some(125),
                 paused: false,
                 opens_in_sec: None,
+                support_ref: Some("K7F-3QX".into()),
             },
             Locale::En,
         );
         let body = page.noscript_body();
+        assert!(
+            body.contains(r#"Support reference <span class="ref">K7F-3QX</span>"#),
+            "{body}"
+        );
         assert!(
             body.contains("You are number 3 in line, with 2 ahead of you."),
             "{body}"

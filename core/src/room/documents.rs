@@ -211,7 +211,8 @@ fn check_logo_url(text: &str) -> Result<(), ApiError> {
     }
 }
 
-fn is_hex_color(text: &str) -> bool {
+/// `#rgb` or `#rrggbb`: the only colour form a room stores, so a page may inline it as CSS.
+pub fn is_hex_color(text: &str) -> bool {
     let Some(digits) = text.strip_prefix('#') else {
         return false;
     };

@@ -403,3 +403,244 @@ async fn the_operator_message_reaches_the_page_with_now_beside_its_instant() {
     let quiet = page_config(&page(&app, "quiet", None, "en").await);
     assert!(quiet.get("now").is_none(), "{quiet}");
 }
+
+/// GET /w/:roomId with a query and a Cookie header (or none) and an Accept-Language.
+async fn page_at(app: &TestApp, path: &str, cookies: Option<&str>, language: &str) -> Reply {
+    let mut request = app
+        .http
+        .get(format!("{}{path}", app.gateway))
+        .header(reqwest::header::ACCEPT_LANGUAGE, language);
+    if let Some(cookies) = cookies {
+        request = request.header(reqwest::header::COOKIE, cookies);
+    }
+    let reply = app.send(request).await;
+    assert_eq!(reply.status, 200, "page: {}", reply.text);
+    reply
+}
+
+#[tokio::test]
+async fn the_language_comes_from_accept_language_then_lang_which_is_remembered() {
+    let app = spawn_app().await;
+    app.create_room(room_body("speak", 0, json!({}))).await;
+
+    // Accept-Language picks the first time, markup and script sentences alike.
+    let thai = page(&app, "speak", None, "th-TH,th;q=0.9,en;q=0.5").await;
+    assert!(thai.text.contains(r#"<html lang="th">"#));
+    assert!(
+        thai.text.contains("ลำดับของคุณ"),
+        "the figure labels are Thai"
+    );
+    let config = page_config(&thai);
+    assert_eq!(config["locale"], "th");
+    assert_eq!(
+        config["sentences"]["connectionReconnecting"],
+        "กำลังเชื่อมต่อใหม่…"
+    );
+    assert!(
+        thai.cookie("qm_lang").is_none(),
+        "nothing chosen, nothing remembered"
+    );
+    let english = page(&app, "speak", None, "en-GB,en;q=0.8").await;
+    assert!(english.text.contains(r#"<html lang="en">"#));
+    assert_eq!(
+        page_config(&english)["sentences"]["connectionReconnecting"],
+        "Reconnecting…"
+    );
+
+    // The switch: links for both locales, and ?lang= wins over Accept-Language.
+    for tag in ["en", "th"] {
+        assert!(
+            english
+                .text
+                .contains(&format!(r#"href="/w/speak?lang={tag}" hreflang="{tag}""#)),
+            "{}",
+            english.text
+        );
+    }
+    assert!(english.text.contains(r#"<nav id="qm-locale""#));
+    let chosen = page_at(&app, "/w/speak?lang=th", None, "en").await;
+    assert!(chosen.text.contains(r#"<html lang="th">"#));
+    let set_cookie = chosen
+        .set_cookies()
+        .into_iter()
+        .find(|cookie| cookie.starts_with("qm_lang="))
+        .expect("the choice is remembered");
+    assert_eq!(
+        set_cookie,
+        "qm_lang=th; Path=/; Max-Age=31536000; SameSite=Lax"
+    );
+
+    // The cookie then wins over Accept-Language, and a new ?lang= over the cookie.
+    let remembered = page(&app, "speak", Some("qm_lang=th"), "en").await;
+    assert!(remembered.text.contains(r#"<html lang="th">"#));
+    let back = page_at(&app, "/w/speak?lang=en", Some("qm_lang=th"), "th").await;
+    assert!(back.text.contains(r#"<html lang="en">"#));
+    assert_eq!(back.cookie("qm_lang").as_deref(), Some("en"));
+
+    // A tag the page does not speak is ignored, never echoed into the cookie.
+    let unknown = page_at(&app, "/w/speak?lang=de", Some("qm_lang=xx"), "th").await;
+    assert!(unknown.text.contains(r#"<html lang="th">"#));
+    assert!(unknown.cookie("qm_lang").is_none());
+
+    // The no-script form answers in the remembered language too.
+    let refused = app
+        .send(
+            app.http
+                .post(format!("{}/w/speak", app.gateway))
+                .header(reqwest::header::ORIGIN, "https://elsewhere.example")
+                .header(reqwest::header::COOKIE, "qm_lang=th")
+                .header(reqwest::header::ACCEPT_LANGUAGE, "en")
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .body(""),
+        )
+        .await;
+    assert!(
+        refused.text.contains(r#"<html lang="th">"#),
+        "{}",
+        refused.text
+    );
+}
+
+#[tokio::test]
+async fn the_language_cookie_survives_the_room_cookie_cap() {
+    let app = spawn_app_with(&[("ROOM_COOKIE_CAP", "1")]).await;
+    app.create_room(room_body("capped", 0, json!({}))).await;
+    let joined = app.join("capped", None, Some("qm_lang=th")).await;
+    assert_eq!(joined.status, 200, "{}", joined.text);
+    assert!(
+        !joined
+            .set_cookies()
+            .iter()
+            .any(|cookie| cookie.starts_with("qm_lang=")),
+        "the language is not a room to evict: {:?}",
+        joined.set_cookies()
+    );
+}
+
+#[tokio::test]
+async fn the_support_reference_is_stable_per_place_and_differs_between_places() {
+    let app = spawn_app().await;
+    app.create_room(room_body("refs", 0, json!({}))).await;
+    let (first, first_cookies) = app.join_as_new_visitor("refs").await;
+    let (second, _) = app.join_as_new_visitor("refs").await;
+    let code = first.body["ref"]
+        .as_str()
+        .expect("join answers ref")
+        .to_owned();
+    assert_eq!(code.len(), 7, "{code}");
+    assert_eq!(&code[3..4], "-");
+    assert!(
+        code.chars()
+            .filter(|c| *c != '-')
+            .all(|c| "0123456789ABCDEFGHJKMNPQRSTVWXYZ".contains(c)),
+        "{code}"
+    );
+    assert_ne!(
+        second.body["ref"], first.body["ref"],
+        "another place, another code"
+    );
+    let token = first.body["token"].as_str().expect("token").to_owned();
+    assert!(!code.contains(&token[..6]));
+
+    // The same place reads the same code on status, on a rejoin and in every stream frame.
+    assert_eq!(app.status(&token).await.body["ref"], code.as_str());
+    let rejoin = app.join("refs", Some(&token), Some(&first_cookies)).await;
+    assert_eq!(rejoin.body["ref"], code.as_str(), "{}", rejoin.text);
+    let mut stream = app.events("/events", &token).await.expect("stream opens");
+    let frame = stream
+        .next_frame(Duration::from_secs(5))
+        .await
+        .expect("a first frame");
+    assert_eq!(frame.data["ref"], code.as_str(), "{:?}", frame.data);
+    // A visitor without JavaScript reads the same code off the server-rendered place.
+    let shown = page(&app, "refs", Some(&first_cookies), "en").await;
+    assert!(
+        shown.text.contains(&format!(
+            r#"Support reference <span class="ref">{code}</span>"#
+        )),
+        "{}",
+        shown.text
+    );
+
+    // A lapsed place has no code to read out.
+    let eject = app
+        .admin_post("/rooms/refs/eject", json!({ "ticket": 1 }))
+        .await;
+    assert_eq!(eject.status, 200, "{}", eject.text);
+    let lapsed = app.status(&token).await;
+    assert_eq!(lapsed.body["expired"], true, "{}", lapsed.text);
+    assert!(lapsed.body.get("ref").is_none(), "{}", lapsed.text);
+}
+
+#[tokio::test]
+async fn a_pre_queue_handle_has_its_own_reference() {
+    let app = spawn_app().await;
+    let opens_at = qm_core::clock::now_ms() + 3_600_000;
+    app.create_room(room_body("early", 60, json!({ "opensAt": opens_at })))
+        .await;
+    let (first, _) = app.join_as_new_visitor("early").await;
+    let (second, _) = app.join_as_new_visitor("early").await;
+    assert_eq!(first.body["preQueued"], true, "{}", first.text);
+    let code = first.body["ref"].as_str().expect("a handle has a code");
+    assert_ne!(second.body["ref"].as_str(), Some(code));
+    let token = first.body["token"].as_str().expect("token");
+    assert_eq!(app.status(token).await.body["ref"], code);
+}
+
+#[tokio::test]
+async fn the_page_config_says_whether_the_notify_form_is_offered() {
+    let off = spawn_app().await;
+    off.create_room(room_body("mail", 0, json!({}))).await;
+    assert_eq!(
+        page_config(&page(&off, "mail", None, "en").await)["notify"],
+        false
+    );
+    off.stop().await;
+
+    // EMAIL_NOTIFY needs an SMTP relay; none is contacted while nobody registers an address.
+    let on = spawn_app_with(&[("EMAIL_NOTIFY", "1"), ("SMTP_URL", "smtp://127.0.0.1:9")]).await;
+    on.create_room(room_body("mail", 0, json!({}))).await;
+    let shown = page(&on, "mail", None, "en").await;
+    assert_eq!(page_config(&shown)["notify"], true);
+    assert!(shown.text.contains(r#"<form id="qm-notify""#));
+    assert!(shown.text.contains(r#"type="email" id="qm-notify-email""#));
+}
+
+#[tokio::test]
+async fn branding_colours_reach_the_page_only_when_well_formed() {
+    let app = spawn_app().await;
+    app.create_room(room_body(
+        "brand",
+        0,
+        json!({ "branding": {
+            "accentColor": "#c0392b",
+            "backgroundColor": "#fdf6ec",
+            "logoUrl": "https://cdn.example/logo.png"
+        } }),
+    ))
+    .await;
+    let shown = page(&app, "brand", None, "en").await;
+    let config = page_config(&shown);
+    assert_eq!(
+        config["theme"],
+        json!({ "accent": "#c0392b", "background": "#fdf6ec" })
+    );
+    assert!(
+        shown
+            .text
+            .contains(r#"<img class="logo" src="https://cdn.example/logo.png""#),
+        "{}",
+        shown.text
+    );
+    // The room document itself refuses anything else, so nothing else can be inlined.
+    let refused = app
+        .admin_post(
+            "/rooms",
+            room_body("bad", 0, json!({ "branding": { "textColor": "red;}" } })),
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.text);
+}

@@ -1,7 +1,7 @@
 //! Versioning and verbs: /api/v1/<route> and /api/<route> answer byte for byte alike; a wrong
 //! verb is 405 with Allow; unknown paths answer the `{error, code}` envelope.
 
-use qm_tests::{room_body, spawn_app};
+use qm_tests::{room_body, spawn_app, spawn_app_with};
 use reqwest::Method;
 use serde_json::json;
 
@@ -192,5 +192,70 @@ async fn the_waiting_page_and_its_hashed_assets_are_served() {
             .await
             .status,
         404
+    );
+}
+
+#[tokio::test]
+async fn an_earlier_builds_asset_names_keep_answering_when_listed() {
+    // What an older instance's page links during a rolling deploy.
+    let old_css = "waiting-0ldBuildCssHash0000000.css";
+    let old_js = "waiting-0ldBuildJsHash-0000000.js";
+    assert_eq!(old_css.len() - "waiting-".len() - ".css".len(), 22);
+    assert_eq!(old_js.len() - "waiting-".len() - ".js".len(), 22);
+    let app = spawn_app_with(&[("WAITING_ASSETS_KEEP", &format!("{old_css},{old_js}"))]).await;
+    app.create_room(room_body("deploy", 0, json!({}))).await;
+    let page = app.get(&format!("{}/w/deploy", app.gateway)).await;
+    let current_css = page
+        .text
+        .split('"')
+        .find(|part| part.starts_with("/assets/waiting-") && part.ends_with(".css"))
+        .expect("the page links its stylesheet")
+        .to_owned();
+    let current = app.get(&format!("{}{current_css}", app.gateway)).await;
+    for prefix in ["/assets/", "/__qm/assets/"] {
+        let kept = app.get(&format!("{}{prefix}{old_css}", app.gateway)).await;
+        assert_eq!(kept.status, 200, "{prefix}{old_css}");
+        assert_eq!(
+            kept.text, current.text,
+            "the kept name answers this build's file"
+        );
+        assert_eq!(kept.header("content-type"), Some("text/css; charset=utf-8"));
+        assert_eq!(
+            kept.header("cache-control"),
+            Some("public, max-age=31536000, immutable")
+        );
+    }
+    let kept_js = app.get(&format!("{}/assets/{old_js}", app.gateway)).await;
+    assert_eq!(kept_js.status, 200);
+    assert!(
+        kept_js
+            .header("content-type")
+            .unwrap_or_default()
+            .starts_with("text/javascript")
+    );
+    // A name nobody listed is still 404.
+    let unlisted = app
+        .get(&format!(
+            "{}/assets/waiting-NotListedAnywhere00000.css",
+            app.gateway
+        ))
+        .await;
+    assert_eq!(unlisted.status, 404);
+
+    // The admin health shows the list, and a malformed one stops the process at start.
+    let health = app.admin_call(reqwest::Method::GET, "/health", None).await;
+    assert_eq!(
+        health.body["config"]["WAITING_ASSETS_KEEP"],
+        json!([old_css, old_js]),
+        "{}",
+        health.text
+    );
+    let config = qm_core::config::Config::from_source(&std::collections::HashMap::from([(
+        "WAITING_ASSETS_KEEP".to_owned(),
+        "../../etc/passwd".to_owned(),
+    )]));
+    assert_eq!(
+        config.map(|_| ()).map_err(|error| error.var),
+        Err("WAITING_ASSETS_KEEP")
     );
 }
