@@ -19,6 +19,7 @@
   const LONG_WAIT_SEC = 600;
   const CHART_REFRESH_MS = 5000;
   const POLL_MS = 5000;
+  const SESSION_CHECK_MS = 30000;
   const RANGES = { '5m': 300000, '15m': 900000, '30m': 1800000, '1h': 3600000 };
   const SVG_NS = 'http://www.w3.org/2000/svg';
 
@@ -26,6 +27,7 @@
   const $ = (selector, scope) => (scope || document).querySelector(selector);
   const $$ = (selector, scope) => Array.from((scope || document).querySelectorAll(selector));
   const numberFormat = new Intl.NumberFormat();
+  const people = (count) => fmt(count) + (count === 1 ? ' person' : ' people');
   const fmt = (value) => (typeof value === 'number' && Number.isFinite(value) ? numberFormat.format(value) : '–');
 
   /** Server defaults of a new room's optional fields, rendered into the page by the server. */
@@ -55,6 +57,7 @@
     reconnectTimer: 0,
     pollTimer: 0,
     chartTimer: 0,
+    sessionTimer: 0,
     chartBusy: false,
     chartAgain: false,
     statusTimer: 0,
@@ -98,7 +101,7 @@
       const code = (data && data.code) || 'http_' + response.status;
       const message = (data && data.error) || 'the server answered ' + response.status;
       const failure = new ApiFailure(response.status, code, message);
-      if (response.status === 401 && state.signedIn && path !== '/session') {
+      if (response.status === 401 && state.signedIn && !(path === '/session' && method === 'POST')) {
         sessionEnded();
       }
       throw failure;
@@ -159,6 +162,12 @@
     startStream();
     clearInterval(state.chartTimer);
     state.chartTimer = setInterval(refreshChart, CHART_REFRESH_MS);
+    // An open stream does not notice a session revoked elsewhere; a light check every 30 s does
+    // (api() returns to the sign-in form on its 401).
+    clearInterval(state.sessionTimer);
+    state.sessionTimer = setInterval(() => {
+      api('GET', '/session').catch(() => {});
+    }, SESSION_CHECK_MS);
     // The list straight away, before the stream's first frame arrives.
     pollRooms();
     refreshChart();
@@ -278,6 +287,7 @@
     clearTimeout(state.reconnectTimer);
     clearInterval(state.pollTimer);
     clearInterval(state.chartTimer);
+    clearInterval(state.sessionTimer);
     state.pollTimer = 0;
     if (state.source) {
       state.source.close();
@@ -448,6 +458,7 @@
     const s = Math.max(0, Math.round(seconds));
     if (s < 60) return s + ' s';
     if (s < 3600) return Math.round(s / 60) + ' min';
+    if (s >= 172800) return Math.round(s / 86400) + ' days';
     const hours = Math.floor(s / 3600);
     const minutes = Math.round((s % 3600) / 60);
     return hours + ' h' + (minutes ? ' ' + minutes + ' min' : '');
@@ -880,7 +891,7 @@
         input.removeAttribute('aria-invalid');
         acceptRoom(reply.room);
         input.value = String(rateOf(reply.room));
-        setStatus('Room ' + id + ' now lets in ' + fmt(rateOf(reply.room)) + ' people a minute.', 'ok');
+        setStatus('Room ' + id + ' now lets in ' + people(rateOf(reply.room)) + ' a minute.', 'ok');
       } catch (failure) {
         input.setAttribute('aria-invalid', 'true');
         setStatus('The rate of ' + id + ' did not change: ' + describe(failure), 'error');
@@ -897,7 +908,7 @@
         const reply = await api('POST', '/rooms/' + encodeURIComponent(id) + '/flush', { count: wholeNumber(input) });
         input.removeAttribute('aria-invalid');
         acceptRoom(reply.room);
-        setStatus('Let ' + fmt(reply.promoted) + ' ' + (reply.promoted === 1 ? 'person' : 'people') + ' into ' + id + ' now.', 'ok');
+        setStatus('Let ' + people(reply.promoted) + ' into ' + id + ' now.', 'ok');
       } catch (failure) {
         input.setAttribute('aria-invalid', 'true');
         setStatus('Nobody was let into ' + id + ': ' + describe(failure), 'error');
@@ -944,9 +955,9 @@
   async function purge(card, button) {
     const id = card.dataset.roomId;
     const room = roomById(id);
-    const waiting = room ? fmt(room.waiting) : 'everyone';
+    const waiting = room ? people(Number(room.waiting) || 0) : 'all the people';
     const ok = await confirmAction('Purge the line of ' + id + '?',
-      'The ' + waiting + ' people waiting in ' + id + ' (and its pre-queue) are discarded without being let in. '
+      'The ' + waiting + ' waiting in ' + id + ' (and its pre-queue) are discarded without being let in. '
       + 'Their tickets read as expired. The room, its settings and its history stay.', 'Purge the line');
     if (!ok) {
       setStatus('Purge of ' + id + ' cancelled; nothing changed.', 'info');
@@ -956,7 +967,7 @@
       try {
         const reply = await api('POST', '/rooms/' + encodeURIComponent(id) + '/purge', {});
         acceptRoom(reply.stats);
-        setStatus('Purged ' + fmt(reply.purged) + ' tickets from ' + id + ' (' + fmt(reply.preQueue) + ' of them from the pre-queue).', 'ok');
+        setStatus('Purged ' + fmt(reply.purged) + (reply.purged === 1 ? ' ticket' : ' tickets') + ' from ' + id + ' (' + fmt(reply.preQueue) + ' of them from the pre-queue).', 'ok');
       } catch (failure) {
         setStatus('The line of ' + id + ' was not purged: ' + describe(failure), 'error');
       }

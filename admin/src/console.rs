@@ -159,12 +159,20 @@ mod tests {
         assert!(!page.contains(" style="), "no style attributes");
         assert!(!page.contains("<style"), "no style elements");
         assert!(!page.contains("javascript:"));
-        for attribute in [" onclick=", " onload=", " onsubmit=", " onchange=", " oninput="] {
+        for attribute in [
+            " onclick=",
+            " onload=",
+            " onsubmit=",
+            " onchange=",
+            " oninput=",
+        ] {
             assert!(!page.contains(attribute), "no {attribute} handler");
         }
         // Every script element either loads a file or is inert JSON data.
         for (index, _) in page.match_indices("<script") {
-            let tag_end = page[index..].find('>').map_or(page.len(), |end| index + end);
+            let tag_end = page[index..]
+                .find('>')
+                .map_or(page.len(), |end| index + end);
             let tag = &page[index..tag_end];
             assert!(
                 tag.contains(" src=") || tag.contains("type=\"application/json\""),

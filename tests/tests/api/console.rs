@@ -1,5 +1,6 @@
-//! The console's server side: sign-in with the `qm_console` cookie, CSRF refusals, sign-out
-//! revocation, single-use SSE tickets, and the admin event stream's full and delta frames.
+//! The console: its page and assets as the admin process serves them, and its server side —
+//! sign-in with the `qm_console` cookie, CSRF refusals, sign-out revocation, single-use SSE
+//! tickets, and the admin event stream's full and delta frames.
 
 use std::time::Duration;
 
@@ -505,4 +506,135 @@ async fn console_event_streams_end_when_the_admin_process_stops() {
         .await
         .expect("components stop in bounded time")
         .ok();
+}
+
+/// The `/assets/console-<hash>.<extension>` path the page links, checked for its shape: a
+/// 22-character base64url content hash.
+fn linked_asset(page: &str, extension: &str) -> String {
+    let start = page
+        .match_indices("/assets/console-")
+        .map(|(index, _)| index)
+        .find(|index| {
+            page[*index..]
+                .split('"')
+                .next()
+                .is_some_and(|path| path.ends_with(&format!(".{extension}")))
+        })
+        .unwrap_or_else(|| panic!("the page links a console .{extension}"));
+    let path = page[start..].split('"').next().unwrap_or_default();
+    let hash = path
+        .trim_start_matches("/assets/console-")
+        .trim_end_matches(&format!(".{extension}"));
+    assert_eq!(hash.len(), 22, "a 22-character content hash: {path}");
+    assert!(
+        hash.bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'),
+        "base64url: {path}"
+    );
+    path.to_owned()
+}
+
+#[tokio::test]
+async fn the_console_page_is_served_with_a_strict_policy_and_hashed_assets() {
+    let app = spawn_app().await;
+    let page = app.get(&format!("{}/", app.admin)).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(page.header("cache-control"), Some("no-cache"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    let policy = page.header("content-security-policy").unwrap_or_default();
+    for directive in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+    ] {
+        assert!(policy.contains(directive), "{directive} in {policy}");
+    }
+    assert!(
+        !policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"),
+        "{policy}"
+    );
+    // The hooks the browser tests drive.
+    for hook in [
+        "id=\"signin\"",
+        "id=\"signin-key\" name=\"key\" type=\"password\"",
+        "id=\"signout\"",
+        "id=\"rooms\"",
+        "id=\"chart\"",
+        "id=\"room-form\"",
+        "id=\"new-room\"",
+        "id=\"confirm\"",
+        "id=\"shortcuts\"",
+        "id=\"console-status\"",
+    ] {
+        assert!(page.text.contains(hook), "{hook} in the page");
+    }
+
+    for (extension, content_type) in [
+        ("css", "text/css; charset=utf-8"),
+        ("js", "text/javascript; charset=utf-8"),
+    ] {
+        let path = linked_asset(&page.text, extension);
+        let asset = app.get(&format!("{}{path}", app.admin)).await;
+        assert_eq!(asset.status, 200, "{path}");
+        assert_eq!(asset.header("content-type"), Some(content_type));
+        assert_eq!(
+            asset.header("cache-control"),
+            Some("public, max-age=31536000, immutable"),
+            "a hashed name is cached forever"
+        );
+        assert_eq!(asset.header("x-content-type-options"), Some("nosniff"));
+        assert!(!asset.text.is_empty());
+    }
+    // A name this build does not hash to is not served, whatever its shape.
+    let stale = app
+        .get(&format!(
+            "{}/assets/console-AAAAAAAAAAAAAAAAAAAAAA.js",
+            app.admin
+        ))
+        .await;
+    assert_eq!((stale.status, stale.code()), (404, "not_found"));
+}
+
+#[tokio::test]
+async fn the_console_page_and_its_assets_never_carry_the_key() {
+    let app = spawn_app().await;
+    let (_, cookie) = sign_in(&app).await;
+    // Signed in or not, with the key in a header or not: the same page, and never the key.
+    let anonymous = app.get(&format!("{}/", app.admin)).await;
+    let signed_in = app
+        .send(
+            app.http
+                .get(format!("{}/", app.admin))
+                .header(reqwest::header::COOKIE, &cookie)
+                .bearer_auth(TEST_ADMIN_KEY),
+        )
+        .await;
+    assert_eq!(anonymous.text, signed_in.text);
+    let mut texts = vec![anonymous.text.clone()];
+    for extension in ["css", "js"] {
+        let path = linked_asset(&anonymous.text, extension);
+        texts.push(app.get(&format!("{}{path}", app.admin)).await.text);
+    }
+    for text in &texts {
+        assert!(!text.contains(TEST_ADMIN_KEY), "the key is never embedded");
+        assert!(!text.contains("admin-dev"), "nor the development default");
+    }
+    // No inline code for the policy to refuse: every script element loads a file or is data.
+    let page = &anonymous.text;
+    for (index, _) in page.match_indices("<script") {
+        let tag = page[index..].split('>').next().unwrap_or_default();
+        assert!(
+            tag.contains(" src=\"/assets/console-") || tag.contains("type=\"application/json\""),
+            "inline script: {tag}"
+        );
+    }
+    assert!(!page.contains(" style=\""), "no inline style");
+    assert!(!page.contains(" onclick="), "no inline handler");
 }
