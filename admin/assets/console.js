@@ -742,7 +742,13 @@
     const start = end - rangeMs;
     const x = (t) => left + ((t - start) / rangeMs) * plotWidth;
     const maxWaiting = 4 * axisStep(Math.max(0, ...points.map((point) => Number(point.waiting) || 0)));
-    const rates = points.flatMap((point) => [point.joinsPerMin, point.passesPerMin]).filter((rate) => typeof rate === 'number');
+    // The last point is the room "now", often taken a moment after the last 10 s sample; a
+    // rate over such a sliver is noise (0 or a spike), so rates are drawn only over intervals
+    // of at least half a step. The depth line keeps every point.
+    const minInterval = ((metrics.stepSec || 10) * 1000) / 2;
+    const rated = points.map((point, index) => index > 0 && point.t - points[index - 1].t >= minInterval);
+    const rates = points.filter((_, index) => rated[index])
+      .flatMap((point) => [point.joinsPerMin, point.passesPerMin]).filter((rate) => typeof rate === 'number');
     const maxRate = 4 * axisStep(Math.max(0, ...rates));
     const yDepth = (value) => top + plotHeight - (value / maxWaiting) * plotHeight;
     const yRate = (value) => top + plotHeight - (value / maxRate) * plotHeight;
@@ -791,17 +797,19 @@
         }
         segment = [];
       };
-      for (const point of points) {
+      for (const [index, point] of points.entries()) {
+        if (!rated[index]) continue;
         if (typeof point[key] === 'number') segment.push(x(point.t).toFixed(1) + ',' + yRate(point[key]).toFixed(1));
         else flush();
       }
       flush();
     }
     const last = points[points.length - 1];
+    const lastRated = points.filter((_, index) => rated[index]).pop() || {};
     const peak = Math.max(...points.map((point) => Number(point.waiting) || 0));
     const rate = (value) => (typeof value === 'number' ? fmt(value) + ' / min' : 'not measured yet');
-    const text = 'At ' + clockLabel(last.t, true) + ': ' + fmt(last.waiting) + ' waiting, joins ' + rate(last.joinsPerMin)
-      + ', passes ' + rate(last.passesPerMin) + '. Most waiting in the last ' + metrics.range + ': ' + fmt(peak)
+    const text = 'At ' + clockLabel(last.t, true) + ': ' + fmt(last.waiting) + ' waiting; last step joins ' + rate(lastRated.joinsPerMin)
+      + ', passes ' + rate(lastRated.passesPerMin) + '. Most waiting in the last ' + metrics.range + ': ' + fmt(peak)
       + ' (' + points.length + ' samples, one every ' + (metrics.stepSec || 10) + ' s).';
     desc.textContent = (room ? room.name || room.id : metrics.roomId) + ', last ' + metrics.range + '. ' + text;
     summary.textContent = text;
@@ -1336,6 +1344,14 @@
     if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey) return;
     if (!state.signedIn || anyDialogOpen()) return;
     if (typing(event.target)) {
+      if (event.key === 'Escape' && event.target.matches('#rooms input[name=ratePerMinute]')) {
+        // Esc in a rate box abandons the edit: the box shows the room's rate again.
+        const room = roomById(event.target.closest('li.room').dataset.roomId);
+        delete event.target.dataset.dirty;
+        event.target.removeAttribute('aria-invalid');
+        if (room) event.target.value = String(rateOf(room));
+        return;
+      }
       if (event.key === 'Escape' && event.target.id === 'room-filter') {
         event.target.value = '';
         state.filter = '';
