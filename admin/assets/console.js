@@ -1041,8 +1041,10 @@
   function fromLocalInput(input) {
     const value = input.value.trim();
     if (value === '') return null;
-    if (input.dataset.original && value === toLocalInput(Number(input.dataset.original))) return Number(input.dataset.original);
     const date = new Date(value);
+    // Compared as instants: the browser may drop ":00" seconds from the value it hands back.
+    const original = Number(input.dataset.original);
+    if (input.dataset.original && date.getTime() === Math.floor(original / 1000) * 1000) return original;
     return Number.isNaN(date.getTime()) ? value : date.toISOString();
   }
 
