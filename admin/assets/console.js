@@ -521,6 +521,10 @@
     for (const card of $$('#rooms > li')) {
       if (!seen.has(card.dataset.roomId)) card.remove();
     }
+    const attention = $$('#rooms > li').filter((card) => seen.has(card.dataset.roomId) && card.dataset.surge).length;
+    const attentionCell = $('#total-attention');
+    attentionCell.textContent = fmt(attention);
+    attentionCell.dataset.alert = attention > 0 ? 'true' : 'false';
     if (state.selected && !seen.has(state.selected)) state.selected = null;
     if (!state.selected && state.rooms.length) select(state.rooms[0].id, false);
     applyFilter();
