@@ -1,0 +1,6 @@
+//! Browser suite: the pages in Debian's headless chromium, driven through chromedriver
+//! (`qm_tests::browser`), against an app started on the memory store (`qm_tests::spawn_app`).
+//! Run alone with `cargo test -p qm-tests --test browser`; it needs `chromium`,
+//! `chromium-driver` and axe-core from npm, which `.ci/run` installs.
+
+mod visitor;
