@@ -743,8 +743,12 @@
     const plotHeight = height - top - bottom;
     const rangeMs = RANGES[metrics.range] || RANGES['5m'];
     const end = typeof metrics.now === 'number' ? metrics.now : Date.now();
-    const start = end - rangeMs;
-    const x = (t) => left + ((t - start) / rangeMs) * plotWidth;
+    // A room younger than the range is drawn over the time it has existed (at least 30 s),
+    // so its first minutes are not a sliver at the right edge; the labels say which times.
+    const firstSample = points.length ? points[0].t : end;
+    const start = Math.max(end - rangeMs, Math.min(firstSample, end - 30000));
+    const span = end - start;
+    const x = (t) => left + ((t - start) / span) * plotWidth;
     const maxWaiting = 4 * axisStep(Math.max(0, ...points.map((point) => Number(point.waiting) || 0)));
     // The last point is the room "now", often taken a moment after the last 10 s sample; a
     // rate over such a sliver is noise (0 or a spike), so rates are drawn only over intervals
@@ -764,11 +768,11 @@
       svg('text', { x: left - 6, y: y + 4, 'text-anchor': 'end' }, chart).textContent = fmt((maxWaiting * step) / 4);
       svg('text', { x: width - right + 6, y: y + 4, 'text-anchor': 'start' }, chart).textContent = fmt((maxRate * step) / 4);
     }
-    const withSeconds = rangeMs <= RANGES['5m'];
+    const withSeconds = span <= RANGES['5m'];
     // As many time labels as fit without touching: one per ~120 px, at least both ends.
     const labels = Math.max(2, Math.min(4, Math.floor(plotWidth / 120)));
     for (let step = 0; step <= labels; step += 1) {
-      const t = start + (step / labels) * rangeMs;
+      const t = start + (step / labels) * span;
       const anchor = step === 0 ? 'start' : step === labels ? 'end' : 'middle';
       svg('text', { x: x(t), y: height - 8, 'text-anchor': anchor }, chart).textContent = clockLabel(t, withSeconds);
     }
@@ -813,7 +817,8 @@
     const peak = Math.max(...points.map((point) => Number(point.waiting) || 0));
     const rate = (value) => (typeof value === 'number' ? fmt(value) + ' / min' : 'not measured yet');
     const text = 'At ' + clockLabel(last.t, true) + ': ' + fmt(last.waiting) + ' waiting; last step joins ' + rate(lastRated.joinsPerMin)
-      + ', passes ' + rate(lastRated.passesPerMin) + '. Most waiting in the last ' + metrics.range + ': ' + fmt(peak)
+      + ', passes ' + rate(lastRated.passesPerMin) + '. Most waiting '
+      + (span < rangeMs ? 'since ' + clockLabel(points[0].t, true) : 'in the last ' + metrics.range) + ': ' + fmt(peak)
       + ' (' + points.length + ' samples, one every ' + (metrics.stepSec || 10) + ' s).';
     desc.textContent = (room ? room.name || room.id : metrics.roomId) + ', last ' + metrics.range + '. ' + text;
     summary.textContent = text;
