@@ -180,6 +180,17 @@ async fn the_console_creates_a_room_changes_its_rate_and_the_row_and_chart_follo
         )
         .await;
         type_into(&browser, "#room-form [name=ratePerMinute]", "0").await;
+        // An advanced field: the presence rule off (an empty box is null), so the visitors
+        // below, who never poll, hold real passes however long the test takes.
+        click(&browser, "#room-form details summary").await;
+        browser
+            .client
+            .find(Locator::Css("#room-form [name=presenceSec]"))
+            .await
+            .expect("the presence field")
+            .clear()
+            .await
+            .expect("clear the presence field");
         click(&browser, "#room-form-submit").await;
         let error = wait_text(
             &browser,
@@ -229,6 +240,7 @@ async fn the_console_creates_a_room_changes_its_rate_and_the_row_and_chart_follo
         // The whole writable set went through, the defaults untouched.
         assert_eq!(room["passedTtlSec"], json!(600));
         assert_eq!(room["queueMaxPerIp"], json!(16));
+        assert_eq!(room["presenceSec"], Value::Null);
 
         // Visitors join through the gateway; at rate 0 they stay in line.
         let row = "#rooms [data-room-id=\"gala\"]";
