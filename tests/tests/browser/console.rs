@@ -4,7 +4,7 @@
 //! `[data-error-for]`, `dialog#confirm`, `#shortcuts`, `#console-status`): signing in, creating
 //! a room through the form (a field error first), changing its rate and watching the row and
 //! the chart move as visitors join through the gateway, the confirmed purge, the keyboard
-//! shortcuts and signing out. Every test reads the browser console; the main one runs axe-core
+//! shortcuts, a session revoked mid-use and signing out. Every test reads the browser console; the main one runs axe-core
 //! and saves screenshots at both sizes.
 //!
 //! The only console errors a test accepts are the network lines of refusals it provoked on
@@ -434,14 +434,39 @@ async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_k
         .await;
         assert_eq!(app.room("keys").await["state"], json!("paused"));
 
+        // The session revoked behind the page's back: the next action lands on the sign-in
+        // form with a sentence saying why.
+        browser
+            .js(
+                "fetch('/api/admin/session', { method: 'DELETE', headers: { 'X-QM-CSRF': '1' } });",
+                vec![],
+            )
+            .await
+            .expect("revoke the session");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        click(&browser, &format!("{row} button[data-action=flush]")).await;
+        wait_console(&browser, "signed-out").await;
+        wait_text(&browser, "#signin-notice", "the session-ended sentence", |text| {
+            text.contains("session ended")
+        })
+        .await;
+
+        sign_in(&browser, &app).await;
         click(&browser, "#signout").await;
         wait_console(&browser, "signed-out").await;
+        wait_text(&browser, "#signin-notice", "the signed-out sentence", |text| {
+            text == "You are signed out."
+        })
+        .await;
         // Reloaded, the page stays signed out.
         browser.reload().await;
         wait_console(&browser, "signed-out").await;
         assert_no_console_errors_but(
             &browser,
-            &["/api/admin/session - Failed to load resource: the server responded with a status of 401"],
+            &[
+                "/api/admin/session - Failed to load resource: the server responded with a status of 401",
+                "/api/admin/rooms/keys/flush - Failed to load resource: the server responded with a status of 401",
+            ],
         )
         .await;
     })
