@@ -434,8 +434,9 @@ async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_k
         .await;
         assert_eq!(app.room("keys").await["state"], json!("paused"));
 
-        // The session revoked behind the page's back: the next action lands on the sign-in
-        // form with a sentence saying why.
+        // The session revoked behind the page's back: the next call (this flush, or the chart's
+        // own refresh if it comes first and the row is already gone) lands on the sign-in form
+        // with a sentence saying why.
         browser
             .js(
                 "fetch('/api/admin/session', { method: 'DELETE', headers: { 'X-QM-CSRF': '1' } });",
@@ -444,7 +445,13 @@ async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_k
             .await
             .expect("revoke the session");
         tokio::time::sleep(Duration::from_millis(300)).await;
-        click(&browser, &format!("{row} button[data-action=flush]")).await;
+        browser
+            .js(
+                "var b = document.querySelector(arguments[0]); if (b) { b.click(); }",
+                vec![json!(format!("{row} button[data-action=flush]"))],
+            )
+            .await
+            .expect("press flush if the row is still there");
         wait_console(&browser, "signed-out").await;
         wait_text(&browser, "#signin-notice", "the session-ended sentence", |text| {
             text.contains("session ended")
@@ -466,6 +473,8 @@ async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_k
             &[
                 "/api/admin/session - Failed to load resource: the server responded with a status of 401",
                 "/api/admin/rooms/keys/flush - Failed to load resource: the server responded with a status of 401",
+                "/api/admin/metrics?roomId=keys&range=5m - Failed to load resource: the server responded with a status of 401",
+                "/api/admin/sse-ticket - Failed to load resource: the server responded with a status of 401",
             ],
         )
         .await;
