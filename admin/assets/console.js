@@ -13,6 +13,8 @@
   const API = '/api/admin';
   const CSRF = { 'X-QM-CSRF': '1' };
   const SPARK_WINDOW_MS = 120000;
+  /** Two stream ticks are 2 s apart; more than 5 s between measurements is a gap. */
+  const SPARK_GAP_MS = 5000;
   const SURGE_WINDOW_MS = 60000;
   const SURGE_MIN_GROWTH = 10;
   const SURGE_MIN_RATIO = 0.2;
@@ -679,15 +681,34 @@
     const max = Math.max(1, ...points.map((point) => point.w));
     const x = (t) => ((t - start) / SPARK_WINDOW_MS) * width;
     const y = (w) => height - 1 - (w / max) * (height - 2);
-    const coordinates = points.map((point) => x(point.t).toFixed(1) + ',' + y(point.w).toFixed(1));
-    if (points.length === 1) coordinates.unshift((x(points[0].t) - 2).toFixed(1) + ',' + y(points[0].w).toFixed(1));
-    const first = coordinates[0].split(',')[0];
-    const end = coordinates[coordinates.length - 1].split(',')[0];
-    svg('polygon', { class: 'area', points: first + ',' + height + ' ' + coordinates.join(' ') + ' ' + end + ',' + height }, target);
-    svg('polyline', { points: coordinates.join(' ') }, target);
+    // A gap in the stream (a reconnect) is a gap in the line, never a bridge between two
+    // measurements with none in between.
+    for (const run of runs(points, SPARK_GAP_MS)) {
+      const coordinates = run.map((point) => x(point.t).toFixed(1) + ',' + y(point.w).toFixed(1));
+      if (run.length === 1) coordinates.unshift((x(run[0].t) - 2).toFixed(1) + ',' + y(run[0].w).toFixed(1));
+      const first = coordinates[0].split(',')[0];
+      const end = coordinates[coordinates.length - 1].split(',')[0];
+      svg('polygon', { class: 'area', points: first + ',' + height + ' ' + coordinates.join(' ') + ' ' + end + ',' + height }, target);
+      svg('polyline', { points: coordinates.join(' ') }, target);
+    }
     const span = Math.round((last - points[0].t) / 1000);
     target.setAttribute('aria-label', what + ' over the last ' + span + ' s: from ' + fmt(points[0].w) + ' to '
       + fmt(points[points.length - 1].w) + ', highest ' + fmt(max) + '.');
+  }
+
+  /** Splits time-ordered points wherever two neighbours are more than `gap` ms apart. */
+  function runs(points, gap) {
+    const out = [];
+    let current = [];
+    for (const point of points) {
+      if (current.length && point.t - current[current.length - 1].t > gap) {
+        out.push(current);
+        current = [];
+      }
+      current.push(point);
+    }
+    if (current.length) out.push(current);
+    return out;
   }
 
   /** An axis of four equal whole-number steps of 1, 2 or 5 times a power of ten covering `value`. */
@@ -751,12 +772,27 @@
     const x = (t) => left + ((t - start) / span) * plotWidth;
     const maxWaiting = 4 * axisStep(Math.max(0, ...points.map((point) => Number(point.waiting) || 0)));
     // The last point is the room "now", often taken a moment after the last 10 s sample; a
-    // rate over such a sliver is noise (0 or a spike), so rates are drawn only over intervals
-    // of at least half a step. The depth line keeps every point.
+    // rate over such a sliver is noise (0 or a spike). So each point's flow is the change of the
+    // engine's own counters (joinedTotal, passedTotal) since the latest point at least half a
+    // step before it: the server's per-sample rate whenever samples are a step apart, and for
+    // "now" the rate over the last real interval. The depth line keeps every point.
     const minInterval = ((metrics.stepSec || 10) * 1000) / 2;
-    const rated = points.map((point, index) => index > 0 && point.t - points[index - 1].t >= minInterval);
-    const rates = points.filter((_, index) => rated[index])
-      .flatMap((point) => [point.joinsPerMin, point.passesPerMin]).filter((rate) => typeof rate === 'number');
+    const perMinute = (later, earlier, elapsed) => Math.round((Math.max(0, later - earlier) * 600000) / elapsed) / 10;
+    const flow = points.map((point, index) => {
+      let before = index - 1;
+      while (before >= 0 && point.t - points[before].t < minInterval) before -= 1;
+      if (before < 0) return null;
+      const earlier = points[before];
+      const elapsed = point.t - earlier.t;
+      if (typeof point.joinedTotal !== 'number' || typeof earlier.joinedTotal !== 'number') return null;
+      return {
+        t: point.t,
+        from: earlier.t,
+        joinsPerMin: perMinute(point.joinedTotal, earlier.joinedTotal, elapsed),
+        passesPerMin: perMinute(point.passedTotal, earlier.passedTotal, elapsed),
+      };
+    });
+    const rates = flow.filter(Boolean).flatMap((rate) => [rate.joinsPerMin, rate.passesPerMin]);
     const maxRate = 4 * axisStep(Math.max(0, ...rates));
     const yDepth = (value) => top + plotHeight - (value / maxWaiting) * plotHeight;
     const yRate = (value) => top + plotHeight - (value / maxRate) * plotHeight;
@@ -788,14 +824,19 @@
       return;
     }
 
-    const depth = points.map((point) => x(point.t).toFixed(1) + ',' + yDepth(Number(point.waiting) || 0).toFixed(1));
-    const firstX = x(points[0].t).toFixed(1);
-    const lastX = x(points[points.length - 1].t).toFixed(1);
+    // Samples missing for more than two steps (an engine restart) leave a gap in the line.
     const base = (top + plotHeight).toFixed(1);
-    svg('polygon', { class: 'depth-area', points: firstX + ',' + base + ' ' + depth.join(' ') + ' ' + lastX + ',' + base }, chart);
-    svg('polyline', { class: 'depth', points: depth.join(' ') }, chart);
+    const gapMs = (metrics.stepSec || 10) * 1000 * 2.5;
+    for (const run of runs(points, gapMs)) {
+      const depth = run.map((point) => x(point.t).toFixed(1) + ',' + yDepth(Number(point.waiting) || 0).toFixed(1));
+      const firstX = x(run[0].t).toFixed(1);
+      const lastX = x(run[run.length - 1].t).toFixed(1);
+      svg('polygon', { class: 'depth-area', points: firstX + ',' + base + ' ' + depth.join(' ') + ' ' + lastX + ',' + base }, chart);
+      if (run.length === 1) svg('circle', { class: 'depth', cx: firstX, cy: depth[0].split(',')[1], r: 2.5 }, chart);
+      else svg('polyline', { class: 'depth', points: depth.join(' ') }, chart);
+    }
     for (const [key, className] of [['joinsPerMin', 'joins'], ['passesPerMin', 'passes']]) {
-      // A null rate (the first sample, or no time elapsed) breaks the line rather than faking 0.
+      // A point with no flow (the first sample) is left out rather than drawn as 0.
       let segment = [];
       const flush = () => {
         if (segment.length > 1) svg('polyline', { class: className, points: segment.join(' ') }, chart);
@@ -805,19 +846,23 @@
         }
         segment = [];
       };
-      for (const [index, point] of points.entries()) {
-        if (!rated[index]) continue;
-        if (typeof point[key] === 'number') segment.push(x(point.t).toFixed(1) + ',' + yRate(point[key]).toFixed(1));
-        else flush();
+      let previousT = null;
+      for (const rate of flow) {
+        if (!rate) continue;
+        // A rate measured across a gap in the samples starts a new line.
+        if (previousT !== null && rate.t - previousT > gapMs) flush();
+        previousT = rate.t;
+        segment.push(x(rate.t).toFixed(1) + ',' + yRate(rate[key]).toFixed(1));
       }
       flush();
     }
     const last = points[points.length - 1];
-    const lastRated = points.filter((_, index) => rated[index]).pop() || {};
+    const lastRated = flow.filter(Boolean).pop() || {};
     const peak = Math.max(...points.map((point) => Number(point.waiting) || 0));
     const rate = (value) => (typeof value === 'number' ? fmt(value) + ' / min' : 'not measured yet');
-    const text = 'At ' + clockLabel(last.t, true) + ': ' + fmt(last.waiting) + ' waiting; last step joins ' + rate(lastRated.joinsPerMin)
-      + ', passes ' + rate(lastRated.passesPerMin) + '. Most waiting '
+    const over = lastRated.t ? ' over the last ' + Math.round((lastRated.t - lastRated.from) / 1000) + ' s' : '';
+    const text = 'At ' + clockLabel(last.t, true) + ': ' + fmt(last.waiting) + ' waiting; joins ' + rate(lastRated.joinsPerMin)
+      + ', passes ' + rate(lastRated.passesPerMin) + over + '. Most waiting '
       + (span < rangeMs ? 'since ' + clockLabel(points[0].t, true) : 'in the last ' + metrics.range) + ': ' + fmt(peak)
       + ' (' + points.length + ' samples, one every ' + (metrics.stepSec || 10) + ' s).';
     desc.textContent = (room ? room.name || room.id : metrics.roomId) + ', last ' + metrics.range + '. ' + text;
