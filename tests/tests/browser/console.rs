@@ -398,6 +398,45 @@ async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_k
         wait_open(&browser, "#room-dialog", true).await;
         press(&browser, &char::from(Key::Escape).to_string()).await;
         wait_open(&browser, "#room-dialog", false).await;
+        // `e` opens the selected room's form filled from the server, `4` the hour range, `r`
+        // the selected room's rate box.
+        press(&browser, "e").await;
+        wait_open(&browser, "#room-dialog", true).await;
+        let id = browser
+            .js(
+                "return document.querySelector('#room-form [name=id]').value;",
+                vec![],
+            )
+            .await
+            .expect("read the form");
+        assert_eq!(id, json!("keys"), "the form edits the selected room");
+        press(&browser, &char::from(Key::Escape).to_string()).await;
+        wait_open(&browser, "#room-dialog", false).await;
+        press(&browser, "4").await;
+        wait_for("the chart to switch to the hour range", SHOWN, || async {
+            let pressed = browser
+                .js(
+                    "return document.querySelector('.ranges button[data-range=\"1h\"]').getAttribute('aria-pressed');",
+                    vec![],
+                )
+                .await?;
+            if pressed == json!("true") {
+                Ok(())
+            } else {
+                Err(format!("aria-pressed {pressed}"))
+            }
+        })
+        .await;
+        press(&browser, "r").await;
+        let focused = browser
+            .js(
+                "var e = document.activeElement; return [e.name, e.closest('[data-room-id]').dataset.roomId];",
+                vec![],
+            )
+            .await
+            .expect("read the focus");
+        assert_eq!(focused, json!(["ratePerMinute", "keys"]));
+        press(&browser, &char::from(Key::Escape).to_string()).await;
 
         // Purge asks first; cancelling changes nothing, confirming empties the line.
         click(&browser, &format!("{row} button[data-action=purge]")).await;
@@ -473,7 +512,7 @@ async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_k
             &[
                 "/api/admin/session - Failed to load resource: the server responded with a status of 401",
                 "/api/admin/rooms/keys/flush - Failed to load resource: the server responded with a status of 401",
-                "/api/admin/metrics?roomId=keys&range=5m - Failed to load resource: the server responded with a status of 401",
+                "/api/admin/metrics?roomId=keys&range=1h - Failed to load resource: the server responded with a status of 401",
                 "/api/admin/sse-ticket - Failed to load resource: the server responded with a status of 401",
             ],
         )
