@@ -626,6 +626,12 @@ async fn the_console_page_and_its_assets_never_carry_the_key() {
         assert!(!text.contains(TEST_ADMIN_KEY), "the key is never embedded");
         assert!(!text.contains("admin-dev"), "nor the development default");
     }
+    // Were the script not to take the sign-in form over, the key would still never be put in
+    // a URL: the form posts.
+    assert!(
+        page_has_post_sign_in(&anonymous.text),
+        "form#signin posts to the session route"
+    );
     // No inline code for the policy to refuse: every script element loads a file or is data.
     let page = &anonymous.text;
     for (index, _) in page.match_indices("<script") {
@@ -637,4 +643,13 @@ async fn the_console_page_and_its_assets_never_carry_the_key() {
     }
     assert!(!page.contains(" style=\""), "no inline style");
     assert!(!page.contains(" onclick="), "no inline handler");
+}
+
+fn page_has_post_sign_in(page: &str) -> bool {
+    page.split("<form")
+        .find(|form| form.contains("id=\"signin\""))
+        .and_then(|form| form.split('>').next())
+        .is_some_and(|tag| {
+            tag.contains("method=\"post\"") && tag.contains("action=\"/api/admin/session\"")
+        })
 }
