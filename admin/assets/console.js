@@ -12,9 +12,6 @@
 (() => {
   const API = '/api/admin';
   const CSRF = { 'X-QM-CSRF': '1' };
-  const SPARK_WINDOW_MS = 120000;
-  /** Two stream ticks are 2 s apart; more than 5 s between measurements is a gap. */
-  const SPARK_GAP_MS = 5000;
   const SURGE_WINDOW_MS = 60000;
   const SURGE_MIN_GROWTH = 10;
   const SURGE_MIN_RATIO = 0.2;
@@ -22,8 +19,12 @@
   const CHART_REFRESH_MS = 5000;
   const POLL_MS = 5000;
   const SESSION_CHECK_MS = 30000;
-  const RANGES = { '5m': 300000, '15m': 900000, '30m': 1800000, '1h': 3600000 };
-  const SVG_NS = 'http://www.w3.org/2000/svg';
+
+  // Loaded before this file (console-draw.js, console-form.js).
+  const Draw = window.QMConsoleDraw;
+  const Form = window.QMConsoleForm;
+  const { wholeNumber, toLocalInput, fromLocalInput, fieldOfError, clearErrors, showFieldError, control, formBody } = Form;
+  const { RANGES, SPARK_WINDOW_MS } = Draw;
 
   const root = document.documentElement;
   const $ = (selector, scope) => (scope || document).querySelector(selector);
@@ -657,216 +658,24 @@
   }
 
   // ---------------------------------------------------------------------------------------
-  // Drawing
-
-  function svg(name, attributes, parent) {
-    const element = document.createElementNS(SVG_NS, name);
-    for (const [key, value] of Object.entries(attributes || {})) element.setAttribute(key, String(value));
-    if (parent) parent.appendChild(element);
-    return element;
-  }
+  // Drawing (console-draw.js) and the room form (console-form.js)
 
   function drawSparkline(target, points, what) {
-    target.textContent = '';
-    const view = target.viewBox.baseVal;
-    const width = view && view.width ? view.width : 120;
-    const height = view && view.height ? view.height : 32;
-    svg('line', { class: 'baseline', x1: 0, x2: width, y1: height - 0.5, y2: height - 0.5 }, target);
-    if (!points.length) {
-      target.setAttribute('aria-label', what + ': no measurements yet');
-      return;
-    }
-    const last = points[points.length - 1].t;
-    const start = last - SPARK_WINDOW_MS;
-    const max = Math.max(1, ...points.map((point) => point.w));
-    const x = (t) => ((t - start) / SPARK_WINDOW_MS) * width;
-    const y = (w) => height - 1 - (w / max) * (height - 2);
-    // A gap in the stream (a reconnect) is a gap in the line, never a bridge between two
-    // measurements with none in between.
-    for (const run of runs(points, SPARK_GAP_MS)) {
-      const coordinates = run.map((point) => x(point.t).toFixed(1) + ',' + y(point.w).toFixed(1));
-      if (run.length === 1) coordinates.unshift((x(run[0].t) - 2).toFixed(1) + ',' + y(run[0].w).toFixed(1));
-      const first = coordinates[0].split(',')[0];
-      const end = coordinates[coordinates.length - 1].split(',')[0];
-      svg('polygon', { class: 'area', points: first + ',' + height + ' ' + coordinates.join(' ') + ' ' + end + ',' + height }, target);
-      svg('polyline', { points: coordinates.join(' ') }, target);
-    }
-    const span = Math.round((last - points[0].t) / 1000);
-    target.setAttribute('aria-label', what + ' over the last ' + span + ' s: from ' + fmt(points[0].w) + ' to '
-      + fmt(points[points.length - 1].w) + ', highest ' + fmt(max) + '.');
-  }
-
-  /** Splits time-ordered points wherever two neighbours are more than `gap` ms apart. */
-  function runs(points, gap) {
-    const out = [];
-    let current = [];
-    for (const point of points) {
-      if (current.length && point.t - current[current.length - 1].t > gap) {
-        out.push(current);
-        current = [];
-      }
-      current.push(point);
-    }
-    if (current.length) out.push(current);
-    return out;
-  }
-
-  /** An axis of four equal whole-number steps of 1, 2 or 5 times a power of ten covering `value`. */
-  function axisStep(value) {
-    const raw = Math.max(1, value / 4);
-    const power = 10 ** Math.floor(Math.log10(raw));
-    for (const step of [1, 2, 5, 10]) {
-      if (step * power >= raw) return step * power;
-    }
-    return 10 * power;
-  }
-
-  function clockLabel(ms, withSeconds) {
-    const options = withSeconds
-      ? { hour: '2-digit', minute: '2-digit', second: '2-digit' }
-      : { hour: '2-digit', minute: '2-digit' };
-    return new Date(ms).toLocaleTimeString(undefined, options);
+    Draw.sparkline(target, points, what);
   }
 
   function drawChart(metrics) {
     state.lastMetrics = metrics;
-    const chart = $('#chart');
-    for (const child of Array.from(chart.childNodes)) {
-      if (child.nodeName !== 'title' && child.nodeName !== 'desc') child.remove();
-    }
-    const desc = $('#chart-desc');
-    const summary = $('#chart-summary');
-    const heading = $('#chart-heading');
-    chart.dataset.updated = String(Date.now());
-    if (!metrics) {
-      chart.dataset.points = '0';
-      chart.removeAttribute('data-room-id');
-      heading.textContent = state.rooms.length ? 'Select a room' : 'No room to chart yet';
-      desc.textContent = 'No room selected.';
-      svg('text', { x: 320, y: 140, 'text-anchor': 'middle', class: 'empty-note' }, chart).textContent = 'Select a room to see its line and flow.';
-      return;
-    }
-    const room = roomById(metrics.roomId);
-    heading.textContent = (room ? room.name || room.id : metrics.roomId) + ' · depth and flow';
-    const points = metrics.points || [];
-    chart.dataset.points = String(points.length);
-    chart.dataset.roomId = metrics.roomId;
+    const room = metrics ? roomById(metrics.roomId) : null;
+    Draw.chart(
+      { chart: $('#chart'), desc: $('#chart-desc'), summary: $('#chart-summary'), heading: $('#chart-heading') },
+      metrics,
+      { name: room ? room.name || room.id : metrics ? metrics.roomId : '', haveRooms: state.rooms.length > 0 },
+    );
+  }
 
-    // The drawing is as wide as the panel, so labels keep their size on a phone.
-    const width = Math.max(300, Math.round(chart.clientWidth || 640));
-    const height = width < 480 ? 190 : 260;
-    chart.setAttribute('viewBox', '0 0 ' + width + ' ' + height);
-    const left = 46;
-    const right = 46;
-    const top = 12;
-    const bottom = 28;
-    const plotWidth = width - left - right;
-    const plotHeight = height - top - bottom;
-    const rangeMs = RANGES[metrics.range] || RANGES['5m'];
-    const end = typeof metrics.now === 'number' ? metrics.now : Date.now();
-    // A room younger than the range is drawn over the time it has existed (at least 30 s),
-    // so its first minutes are not a sliver at the right edge; the labels say which times.
-    const firstSample = points.length ? points[0].t : end;
-    const start = Math.max(end - rangeMs, Math.min(firstSample, end - 30000));
-    const span = end - start;
-    const x = (t) => left + ((t - start) / span) * plotWidth;
-    const maxWaiting = 4 * axisStep(Math.max(0, ...points.map((point) => Number(point.waiting) || 0)));
-    // The last point is the room "now", often taken a moment after the last 10 s sample; a
-    // rate over such a sliver is noise (0 or a spike). So each point's flow is the change of the
-    // engine's own counters (joinedTotal, passedTotal) since the latest point at least half a
-    // step before it: the server's per-sample rate whenever samples are a step apart, and for
-    // "now" the rate over the last real interval. The depth line keeps every point.
-    const minInterval = ((metrics.stepSec || 10) * 1000) / 2;
-    const perMinute = (later, earlier, elapsed) => Math.round((Math.max(0, later - earlier) * 600000) / elapsed) / 10;
-    const flow = points.map((point, index) => {
-      let before = index - 1;
-      while (before >= 0 && point.t - points[before].t < minInterval) before -= 1;
-      if (before < 0) return null;
-      const earlier = points[before];
-      const elapsed = point.t - earlier.t;
-      if (typeof point.joinedTotal !== 'number' || typeof earlier.joinedTotal !== 'number') return null;
-      return {
-        t: point.t,
-        from: earlier.t,
-        joinsPerMin: perMinute(point.joinedTotal, earlier.joinedTotal, elapsed),
-        passesPerMin: perMinute(point.passedTotal, earlier.passedTotal, elapsed),
-      };
-    });
-    const rates = flow.filter(Boolean).flatMap((rate) => [rate.joinsPerMin, rate.passesPerMin]);
-    const maxRate = 4 * axisStep(Math.max(0, ...rates));
-    const yDepth = (value) => top + plotHeight - (value / maxWaiting) * plotHeight;
-    const yRate = (value) => top + plotHeight - (value / maxRate) * plotHeight;
-
-    // Grid and the two value axes.
-    for (let step = 0; step <= 4; step += 1) {
-      const y = top + plotHeight - (step / 4) * plotHeight;
-      svg('line', { x1: left, x2: width - right, y1: y, y2: y, class: 'grid-line' }, chart);
-      svg('text', { x: left - 6, y: y + 4, 'text-anchor': 'end' }, chart).textContent = fmt((maxWaiting * step) / 4);
-      svg('text', { x: width - right + 6, y: y + 4, 'text-anchor': 'start' }, chart).textContent = fmt((maxRate * step) / 4);
-    }
-    const withSeconds = span <= RANGES['5m'];
-    // As many time labels as fit without touching: one per ~120 px, at least both ends.
-    const labels = Math.max(2, Math.min(4, Math.floor(plotWidth / 120)));
-    for (let step = 0; step <= labels; step += 1) {
-      const t = start + (step / labels) * span;
-      const anchor = step === 0 ? 'start' : step === labels ? 'end' : 'middle';
-      svg('text', { x: x(t), y: height - 8, 'text-anchor': anchor }, chart).textContent = clockLabel(t, withSeconds);
-    }
-    svg('line', { x1: left, x2: left, y1: top, y2: top + plotHeight, class: 'axis' }, chart);
-    svg('line', { x1: width - right, x2: width - right, y1: top, y2: top + plotHeight, class: 'axis' }, chart);
-    svg('line', { x1: left, x2: width - right, y1: top + plotHeight, y2: top + plotHeight, class: 'axis' }, chart);
-
-    if (!points.length) {
-      svg('text', { x: left + plotWidth / 2, y: top + plotHeight / 2, 'text-anchor': 'middle', class: 'empty-note' }, chart)
-        .textContent = 'No samples yet: the engine takes one every 10 s.';
-      desc.textContent = 'No samples for ' + metrics.roomId + ' in the last ' + metrics.range + ' yet.';
-      summary.textContent = 'No samples yet for this range. The engine samples each room every 10 s.';
-      return;
-    }
-
-    // Samples missing for more than two steps (an engine restart) leave a gap in the line.
-    const base = (top + plotHeight).toFixed(1);
-    const gapMs = (metrics.stepSec || 10) * 1000 * 2.5;
-    for (const run of runs(points, gapMs)) {
-      const depth = run.map((point) => x(point.t).toFixed(1) + ',' + yDepth(Number(point.waiting) || 0).toFixed(1));
-      const firstX = x(run[0].t).toFixed(1);
-      const lastX = x(run[run.length - 1].t).toFixed(1);
-      svg('polygon', { class: 'depth-area', points: firstX + ',' + base + ' ' + depth.join(' ') + ' ' + lastX + ',' + base }, chart);
-      if (run.length === 1) svg('circle', { class: 'depth', cx: firstX, cy: depth[0].split(',')[1], r: 2.5 }, chart);
-      else svg('polyline', { class: 'depth', points: depth.join(' ') }, chart);
-    }
-    for (const [key, className] of [['joinsPerMin', 'joins'], ['passesPerMin', 'passes']]) {
-      // A point with no flow (the first sample) is left out rather than drawn as 0.
-      let segment = [];
-      const flush = () => {
-        if (segment.length > 1) svg('polyline', { class: className, points: segment.join(' ') }, chart);
-        else if (segment.length === 1) {
-          const [px, py] = segment[0].split(',');
-          svg('circle', { cx: px, cy: py, r: 2, class: className }, chart);
-        }
-        segment = [];
-      };
-      let previousT = null;
-      for (const rate of flow) {
-        if (!rate) continue;
-        // A rate measured across a gap in the samples starts a new line.
-        if (previousT !== null && rate.t - previousT > gapMs) flush();
-        previousT = rate.t;
-        segment.push(x(rate.t).toFixed(1) + ',' + yRate(rate[key]).toFixed(1));
-      }
-      flush();
-    }
-    const last = points[points.length - 1];
-    const lastRated = flow.filter(Boolean).pop() || {};
-    const peak = Math.max(...points.map((point) => Number(point.waiting) || 0));
-    const rate = (value) => (typeof value === 'number' ? fmt(value) + ' / min' : 'not measured yet');
-    const over = lastRated.t ? ' over the last ' + Math.round((lastRated.t - lastRated.from) / 1000) + ' s' : '';
-    const text = 'At ' + clockLabel(last.t, true) + ': ' + fmt(last.waiting) + ' waiting; joins ' + rate(lastRated.joinsPerMin)
-      + ', passes ' + rate(lastRated.passesPerMin) + over + '. Most waiting '
-      + (span < rangeMs ? 'since ' + clockLabel(points[0].t, true) : 'in the last ' + metrics.range) + ': ' + fmt(peak)
-      + ' (' + points.length + ' samples, one every ' + (metrics.stepSec || 10) + ' s).';
-    desc.textContent = (room ? room.name || room.id : metrics.roomId) + ', last ' + metrics.range + '. ' + text;
-    summary.textContent = text;
+  function fillForm(form, room) {
+    Form.fillForm(form, room, defaults);
   }
 
   async function refreshChart() {
@@ -918,13 +727,6 @@
     } finally {
       for (const button of buttons) button.disabled = false;
     }
-  }
-
-  function wholeNumber(input) {
-    if (input.validity && input.validity.badInput) return input.value;
-    if (input.value.trim() === '') return null;
-    const number = Number(input.value);
-    return Number.isFinite(number) ? number : input.value;
   }
 
   async function changeState(card, select) {
@@ -1076,32 +878,6 @@
     if (opener && document.contains(opener) && typeof opener.focus === 'function') opener.focus();
   }
 
-  function pad(number) {
-    return String(number).padStart(2, '0');
-  }
-
-  /** Epoch ms as a datetime-local value in this device's time zone. */
-  function toLocalInput(ms) {
-    const date = new Date(ms);
-    return date.getFullYear() + '-' + pad(date.getMonth() + 1) + '-' + pad(date.getDate()) + 'T'
-      + pad(date.getHours()) + ':' + pad(date.getMinutes()) + ':' + pad(date.getSeconds());
-  }
-
-  /**
-   * A datetime-local value (read as this device's local time) as the API's instant: an ISO
-   * string, or the untouched original when the operator did not change the field, so a round
-   * trip keeps milliseconds the input cannot show.
-   */
-  function fromLocalInput(input) {
-    const value = input.value.trim();
-    if (value === '') return null;
-    const date = new Date(value);
-    // Compared as instants: the browser may drop ":00" seconds from the value it hands back.
-    const original = Number(input.dataset.original);
-    if (input.dataset.original && date.getTime() === Math.floor(original / 1000) * 1000) return original;
-    return Number.isNaN(date.getTime()) ? value : date.toISOString();
-  }
-
   function zoneSentence() {
     let zone = '';
     try {
@@ -1155,168 +931,6 @@
         setStatus('The schedule of ' + id + ' did not change: ' + describe(failure), 'error');
       }
     });
-  }
-
-  // ---------------------------------------------------------------------------------------
-  // Create / edit form
-
-  /** Which control an error is about: the message names the field ("ratePerMinute: …"). */
-  const CODE_FIELDS = {
-    invalid_room_id: 'id', invalid_name: 'name', invalid_target_url: 'targetUrl',
-    invalid_proxy_origin: 'proxyOrigin', invalid_rate: 'ratePerMinute', conflicting_field: 'ratePerMinute',
-    invalid_max_concurrent: 'maxConcurrent', invalid_passed_ttl_sec: 'passedTtlSec',
-    invalid_session_ttl_sec: 'sessionTtlSec', invalid_session_max_sec: 'sessionMaxSec',
-    invalid_branding: 'branding.title', invalid_return_origins: 'returnOrigins',
-    invalid_tag_origins: 'tagOrigins', invalid_autotune: 'autotune.enabled',
-    invalid_protection: 'protection.mode', invalid_auto_activate: 'autoActivate.enabled',
-    invalid_url_pattern: 'urlPatterns', invalid_opens_at: 'opensAt',
-    invalid_pre_queue_max_per_ip: 'preQueueMaxPerIp', invalid_queue_max_per_ip: 'queueMaxPerIp',
-    invalid_presence_sec: 'presenceSec', invalid_state: 'state', invalid_on_backend_down: 'onBackendDown',
-  };
-  const GROUP_FIELDS = {
-    branding: 'branding.title', autotune: 'autotune.enabled', protection: 'protection.mode',
-    autoActivate: 'autoActivate.enabled', rate: 'ratePerMinute',
-  };
-
-  function fieldOfError(failure) {
-    if (!(failure instanceof ApiFailure)) return null;
-    const named = /^([A-Za-z]+(?:\.[A-Za-z]+)?)(?:\[\d+\])?: /.exec(failure.message)
-      || /^([A-Za-z]+) is required/.exec(failure.message);
-    if (named) return GROUP_FIELDS[named[1]] || named[1];
-    return CODE_FIELDS[failure.code] || null;
-  }
-
-  function clearErrors(form) {
-    for (const element of $$('[data-error-for]', form)) element.textContent = '';
-    for (const control of $$('[aria-invalid]', form)) control.removeAttribute('aria-invalid');
-  }
-
-  function showFieldError(form, field, message, control) {
-    const slot = $$('[data-error-for]', form).find((element) => element.dataset.errorFor === field);
-    if (slot) slot.textContent = message;
-    if (control) {
-      control.setAttribute('aria-invalid', 'true');
-      if (slot) {
-        if (!slot.id) slot.id = 'error-' + field.replace(/[^A-Za-z0-9]/g, '-');
-        const described = (control.getAttribute('aria-describedby') || '').split(' ').filter(Boolean);
-        if (!described.includes(slot.id)) control.setAttribute('aria-describedby', described.concat(slot.id).join(' '));
-      }
-      const details = control.closest('details');
-      if (details) details.open = true;
-      control.focus();
-    }
-  }
-
-  function control(form, name) {
-    return form.elements.namedItem(name);
-  }
-
-  function setValue(form, name, value) {
-    const element = control(form, name);
-    if (!element) return;
-    element.value = value === null || value === undefined ? '' : String(value);
-  }
-
-  function fillForm(form, room) {
-    form.reset();
-    for (const element of $$('input, select, textarea', form)) delete element.dataset.original;
-    const r = room || {};
-    setValue(form, 'id', r.id);
-    setValue(form, 'name', r.name);
-    setValue(form, 'targetUrl', r.targetUrl);
-    setValue(form, 'ratePerMinute', room ? rateOf(room) : '');
-    setValue(form, 'state', r.state || 'active');
-    setValue(form, 'maxConcurrent', r.maxConcurrent);
-    const opensAt = control(form, 'opensAt');
-    if (typeof r.opensAt === 'number') {
-      opensAt.value = toLocalInput(r.opensAt);
-      opensAt.dataset.original = String(r.opensAt);
-    }
-    const fresh = !room;
-    setValue(form, 'passedTtlSec', fresh ? defaults.passedTtlSec : r.passedTtlSec);
-    setValue(form, 'sessionTtlSec', r.sessionTtlSec);
-    setValue(form, 'sessionMaxSec', r.sessionMaxSec);
-    setValue(form, 'presenceSec', fresh ? defaults.presenceSec : r.presenceSec);
-    setValue(form, 'queueMaxPerIp', fresh ? defaults.queueMaxPerIp : r.queueMaxPerIp);
-    setValue(form, 'preQueueMaxPerIp', fresh ? defaults.preQueueMaxPerIp : r.preQueueMaxPerIp);
-    setValue(form, 'urlPatterns', (r.urlPatterns || []).join('\n'));
-    setValue(form, 'returnOrigins', (r.returnOrigins || []).join('\n'));
-    setValue(form, 'tagOrigins', (r.tagOrigins || []).join('\n'));
-    setValue(form, 'proxyOrigin', r.proxyOrigin);
-    setValue(form, 'onBackendDown', r.onBackendDown || 'closed');
-    const branding = r.branding || {};
-    for (const key of BRANDING_KEYS) setValue(form, 'branding.' + key, branding[key]);
-    const autotune = r.autotune;
-    setValue(form, 'autotune.enabled', autotune ? String(autotune.enabled) : '');
-    setValue(form, 'autotune.minRate', autotune && autotune.minRate);
-    setValue(form, 'autotune.maxRate', autotune && autotune.maxRate);
-    setValue(form, 'autotune.targetP95Ms', autotune && autotune.targetP95Ms);
-    setValue(form, 'protection.mode', r.protection ? r.protection.mode : '');
-    const autoActivate = r.autoActivate;
-    setValue(form, 'autoActivate.enabled', autoActivate ? String(autoActivate.enabled) : '');
-    setValue(form, 'autoActivate.threshold', autoActivate && autoActivate.threshold);
-  }
-
-  const BRANDING_KEYS = ['title', 'logoUrl', 'primaryColor', 'accentColor', 'backgroundColor', 'textColor', 'message', 'supportText'];
-
-  function lines(text) {
-    return text.split('\n').map((line) => line.trim()).filter(Boolean);
-  }
-
-  /** The body the form stands for: the whole writable set (blank optional fields are null). */
-  function formBody(form, original) {
-    const text = (name) => control(form, name).value;
-    const number = (name) => wholeNumber(control(form, name));
-    const body = {};
-    const id = text('id').trim();
-    if (id !== '') body.id = id;
-    const name = text('name').trim();
-    if (name !== '' || original) body.name = name;
-    const targetUrl = text('targetUrl').trim();
-    if (targetUrl !== '' || original) body.targetUrl = targetUrl;
-    const rate = number('ratePerMinute');
-    if (rate !== null || original) body.ratePerMinute = rate;
-    body.state = text('state');
-    body.maxConcurrent = number('maxConcurrent');
-    body.opensAt = fromLocalInput(control(form, 'opensAt'));
-    const passedTtl = number('passedTtlSec');
-    if (passedTtl !== null || original) body.passedTtlSec = passedTtl;
-    for (const key of ['sessionTtlSec', 'sessionMaxSec', 'presenceSec', 'queueMaxPerIp', 'preQueueMaxPerIp']) {
-      body[key] = number(key);
-    }
-    body.urlPatterns = lines(text('urlPatterns'));
-    for (const key of ['returnOrigins', 'tagOrigins']) {
-      const list = lines(text(key));
-      // An empty box keeps whichever "nothing" the room had: null and [] differ for tagOrigins.
-      body[key] = list.length ? list : (original && Array.isArray(original[key]) ? [] : null);
-    }
-    const proxy = text('proxyOrigin').trim();
-    body.proxyOrigin = proxy === '' ? null : proxy;
-    body.onBackendDown = text('onBackendDown');
-    const branding = {};
-    for (const key of BRANDING_KEYS) {
-      const value = text('branding.' + key);
-      if (value.trim() !== '') branding[key] = value;
-    }
-    body.branding = Object.keys(branding).length ? branding : (original && original.branding ? {} : null);
-    const autotuneEnabled = text('autotune.enabled');
-    if (autotuneEnabled === '') {
-      body.autotune = null;
-    } else {
-      const autotune = { enabled: autotuneEnabled === 'true' };
-      for (const key of ['minRate', 'maxRate', 'targetP95Ms']) {
-        const value = number('autotune.' + key);
-        if (value !== null) autotune[key] = value;
-      }
-      body.autotune = autotune;
-    }
-    const mode = text('protection.mode');
-    body.protection = mode === '' ? null : { mode };
-    const activateEnabled = text('autoActivate.enabled');
-    body.autoActivate = activateEnabled === ''
-      ? null
-      : { enabled: activateEnabled === 'true', threshold: number('autoActivate.threshold') };
-    return body;
   }
 
   function openCreate() {

@@ -28,6 +28,8 @@ use crate::AppError;
 const CONSOLE_HTML: &str = include_str!("../assets/console.html");
 const CONSOLE_CSS: &str = include_str!("../assets/console.css");
 const CONSOLE_JS: &str = include_str!("../assets/console.js");
+const CONSOLE_DRAW_JS: &str = include_str!("../assets/console-draw.js");
+const CONSOLE_FORM_JS: &str = include_str!("../assets/console-form.js");
 
 /// Content type of the page.
 const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
@@ -47,10 +49,15 @@ struct ConsoleAsset {
 }
 
 impl ConsoleAsset {
-    fn new(extension: &str, content_type: &'static str, body: &'static str) -> ConsoleAsset {
+    fn new(
+        stem: &str,
+        extension: &str,
+        content_type: &'static str,
+        body: &'static str,
+    ) -> ConsoleAsset {
         ConsoleAsset {
             file_name: format!(
-                "console-{}.{extension}",
+                "{stem}-{}.{extension}",
                 qm_web::content_hash(body.as_bytes())
             ),
             content_type,
@@ -59,11 +66,24 @@ impl ConsoleAsset {
     }
 }
 
-/// Hashed once per process: the names are a pure function of the embedded files.
-static ASSETS: LazyLock<[ConsoleAsset; 2]> = LazyLock::new(|| {
+/// Hashed once per process: the names are a pure function of the embedded files. The scripts
+/// run in the order the page lists them: the drawing and form helpers, then the console.
+static ASSETS: LazyLock<[ConsoleAsset; 4]> = LazyLock::new(|| {
     [
-        ConsoleAsset::new("css", qm_web::CSS_CONTENT_TYPE, CONSOLE_CSS),
-        ConsoleAsset::new("js", qm_web::JS_CONTENT_TYPE, CONSOLE_JS),
+        ConsoleAsset::new("console", "css", qm_web::CSS_CONTENT_TYPE, CONSOLE_CSS),
+        ConsoleAsset::new(
+            "console-draw",
+            "js",
+            qm_web::JS_CONTENT_TYPE,
+            CONSOLE_DRAW_JS,
+        ),
+        ConsoleAsset::new(
+            "console-form",
+            "js",
+            qm_web::JS_CONTENT_TYPE,
+            CONSOLE_FORM_JS,
+        ),
+        ConsoleAsset::new("console", "js", qm_web::JS_CONTENT_TYPE, CONSOLE_JS),
     ]
 });
 
@@ -80,7 +100,15 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
     // Numbers only: nothing in it can close its script element.
     CONSOLE_HTML
         .replace("{{css_path}}", &format!("/assets/{}", ASSETS[0].file_name))
-        .replace("{{js_path}}", &format!("/assets/{}", ASSETS[1].file_name))
+        .replace(
+            "{{draw_js_path}}",
+            &format!("/assets/{}", ASSETS[1].file_name),
+        )
+        .replace(
+            "{{form_js_path}}",
+            &format!("/assets/{}", ASSETS[2].file_name),
+        )
+        .replace("{{js_path}}", &format!("/assets/{}", ASSETS[3].file_name))
         .replace("{{defaults_json}}", &defaults.to_string())
 });
 
@@ -144,11 +172,25 @@ mod tests {
             "console-{}.css",
             qm_web::content_hash(CONSOLE_CSS.as_bytes())
         );
-        let js = format!("console-{}.js", qm_web::content_hash(CONSOLE_JS.as_bytes()));
         assert_eq!(ASSETS[0].file_name, css);
-        assert_eq!(ASSETS[1].file_name, js);
         assert!(PAGE.contains(&format!("href=\"/assets/{css}\"")));
-        assert!(PAGE.contains(&format!("src=\"/assets/{js}\"")));
+        let mut last_script = 0;
+        for (index, (stem, body)) in [
+            ("console-draw", CONSOLE_DRAW_JS),
+            ("console-form", CONSOLE_FORM_JS),
+            ("console", CONSOLE_JS),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let js = format!("{stem}-{}.js", qm_web::content_hash(body.as_bytes()));
+            assert_eq!(ASSETS[index + 1].file_name, js);
+            let linked = PAGE
+                .find(&format!("src=\"/assets/{js}\""))
+                .unwrap_or_else(|| panic!("the page links {js}"));
+            assert!(linked > last_script, "the helpers load before the console");
+            last_script = linked;
+        }
         assert!(!PAGE.contains("{{"), "every placeholder is filled");
     }
 
