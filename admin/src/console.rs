@@ -1,6 +1,7 @@
-//! The operator console: `GET /` serves the page, `GET /assets/:name` its stylesheet and script
-//! under content-hashed names (`console-<hash>.css|js`, the same hash as the waiting page's
-//! assets), cached forever: a new build links new names, so a console never runs one build's
+//! The operator console: `GET /` serves the page, `GET /assets/:name` its stylesheet and scripts
+//! under content-hashed names (`console-<hash>.css`, `console-draw-<hash>.js`,
+//! `console-form-<hash>.js`, `console-<hash>.js`; the same hash as the waiting page's assets),
+//! cached forever: a new build links new names, so a console never runs one build's
 //! markup with another build's script.
 //!
 //! The page is plain HTML, CSS and JavaScript embedded at build time, and it carries no
