@@ -1,8 +1,10 @@
 //! The admin process: the operator API under `/api/admin/*` (also `/api/v1/admin/*`), its
-//! readiness, and the console page. It holds no queue state: every action is one engine call.
-//! Its only memory is the console's sessions and event-stream tickets (a restart signs out).
+//! readiness, and the console page (`/` and its assets, see `console`). It holds no queue
+//! state: every action is one engine call. Its only memory is the console's sessions and
+//! event-stream tickets (a restart signs out).
 
 mod auth;
+mod console;
 mod docs;
 mod events;
 mod frames;
@@ -16,7 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::response::Html;
 use axum::routing::get;
 use qm_core::config::Config;
 use qm_proto::EngineClient;
@@ -73,7 +74,7 @@ impl AdminApp {
             .nest("/api/admin", api.clone())
             .nest("/api/v1/admin", api)
             .route("/healthz", get(health::healthz))
-            .route("/", get(console))
+            .merge(console::routes())
             .merge(docs::routes())
             .fallback(qm_edge::not_found)
             .with_state(self.state.clone())
@@ -96,9 +97,4 @@ impl AdminApp {
         };
         qm_edge::serve(listener, router, shutdown, drain).await
     }
-}
-
-/// The console arrives with its own issue; until then `/` says what the process serves.
-async fn console() -> Html<&'static str> {
-    Html(include_str!("console.html"))
 }

@@ -1,5 +1,6 @@
-//! The console's server side: sign-in with the `qm_console` cookie, CSRF refusals, sign-out
-//! revocation, single-use SSE tickets, and the admin event stream's full and delta frames.
+//! The console: its page and assets as the admin process serves them, and its server side —
+//! sign-in with the `qm_console` cookie, CSRF refusals, sign-out revocation, single-use SSE
+//! tickets, and the admin event stream's full and delta frames.
 
 use std::time::Duration;
 
@@ -505,4 +506,162 @@ async fn console_event_streams_end_when_the_admin_process_stops() {
         .await
         .expect("components stop in bounded time")
         .ok();
+}
+
+/// Every `/assets/…` path the page links, each checked for its shape: `console[-part]-<hash>.css|js`
+/// with a 22-character base64url content hash.
+fn linked_assets(page: &str) -> Vec<String> {
+    let paths: Vec<String> = page
+        .split('"')
+        .filter(|piece| piece.starts_with("/assets/"))
+        .map(str::to_owned)
+        .collect();
+    for path in &paths {
+        let name = path.trim_start_matches("/assets/");
+        let (stem, extension) = name.rsplit_once('.').unwrap_or((name, ""));
+        assert!(matches!(extension, "css" | "js"), "{path}");
+        // The hash is the last 22 characters (base64url may itself hold a `-`).
+        let split = stem
+            .len()
+            .checked_sub(23)
+            .unwrap_or_else(|| panic!("{path}"));
+        let (prefix, hash) = (&stem[..split], &stem[split + 1..]);
+        assert!(
+            prefix.starts_with("console") && stem.as_bytes()[split] == b'-',
+            "{path}"
+        );
+        assert_eq!(hash.len(), 22, "a 22-character content hash: {path}");
+        assert!(
+            hash.bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'),
+            "base64url: {path}"
+        );
+    }
+    paths
+}
+
+#[tokio::test]
+async fn the_console_page_is_served_with_a_strict_policy_and_hashed_assets() {
+    let app = spawn_app().await;
+    let page = app.get(&format!("{}/", app.admin)).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(page.header("cache-control"), Some("no-cache"));
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    let policy = page.header("content-security-policy").unwrap_or_default();
+    for directive in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+    ] {
+        assert!(policy.contains(directive), "{directive} in {policy}");
+    }
+    assert!(
+        !policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"),
+        "{policy}"
+    );
+    // The hooks the browser tests drive.
+    for hook in [
+        "id=\"signin\"",
+        "id=\"signin-key\" name=\"key\" type=\"password\"",
+        "id=\"signout\"",
+        "id=\"rooms\"",
+        "id=\"chart\"",
+        "id=\"room-form\"",
+        "id=\"new-room\"",
+        "id=\"confirm\"",
+        "id=\"shortcuts\"",
+        "id=\"console-status\"",
+    ] {
+        assert!(page.text.contains(hook), "{hook} in the page");
+    }
+
+    let assets = linked_assets(&page.text);
+    assert!(
+        assets.iter().filter(|path| path.ends_with(".css")).count() == 1
+            && assets.iter().filter(|path| path.ends_with(".js")).count() >= 1,
+        "a stylesheet and the scripts: {assets:?}"
+    );
+    for path in &assets {
+        let content_type = if path.ends_with(".css") {
+            "text/css; charset=utf-8"
+        } else {
+            "text/javascript; charset=utf-8"
+        };
+        let asset = app.get(&format!("{}{path}", app.admin)).await;
+        assert_eq!(asset.status, 200, "{path}");
+        assert_eq!(asset.header("content-type"), Some(content_type));
+        assert_eq!(
+            asset.header("cache-control"),
+            Some("public, max-age=31536000, immutable"),
+            "a hashed name is cached forever"
+        );
+        assert_eq!(asset.header("x-content-type-options"), Some("nosniff"));
+        assert!(!asset.text.is_empty());
+    }
+    // A name this build does not hash to is not served, whatever its shape.
+    let stale = app
+        .get(&format!(
+            "{}/assets/console-AAAAAAAAAAAAAAAAAAAAAA.js",
+            app.admin
+        ))
+        .await;
+    assert_eq!((stale.status, stale.code()), (404, "not_found"));
+}
+
+#[tokio::test]
+async fn the_console_page_and_its_assets_never_carry_the_key() {
+    let app = spawn_app().await;
+    let (_, cookie) = sign_in(&app).await;
+    // Signed in or not, with the key in a header or not: the same page, and never the key.
+    let anonymous = app.get(&format!("{}/", app.admin)).await;
+    let signed_in = app
+        .send(
+            app.http
+                .get(format!("{}/", app.admin))
+                .header(reqwest::header::COOKIE, &cookie)
+                .bearer_auth(TEST_ADMIN_KEY),
+        )
+        .await;
+    assert_eq!(anonymous.text, signed_in.text);
+    let mut texts = vec![anonymous.text.clone()];
+    for path in linked_assets(&anonymous.text) {
+        texts.push(app.get(&format!("{}{path}", app.admin)).await.text);
+    }
+    for text in &texts {
+        assert!(!text.contains(TEST_ADMIN_KEY), "the key is never embedded");
+        assert!(!text.contains("admin-dev"), "nor the development default");
+    }
+    // Were the script not to take the sign-in form over, the key would still never be put in
+    // a URL: the form posts.
+    assert!(
+        page_has_post_sign_in(&anonymous.text),
+        "form#signin posts to the session route"
+    );
+    // No inline code for the policy to refuse: every script element loads a file or is data.
+    let page = &anonymous.text;
+    for (index, _) in page.match_indices("<script") {
+        let tag = page[index..].split('>').next().unwrap_or_default();
+        assert!(
+            tag.contains(" src=\"/assets/console-") || tag.contains("type=\"application/json\""),
+            "inline script: {tag}"
+        );
+    }
+    assert!(!page.contains(" style=\""), "no inline style");
+    assert!(!page.contains(" onclick="), "no inline handler");
+}
+
+fn page_has_post_sign_in(page: &str) -> bool {
+    page.split("<form")
+        .find(|form| form.contains("id=\"signin\""))
+        .and_then(|form| form.split('>').next())
+        .is_some_and(|tag| {
+            tag.contains("method=\"post\"") && tag.contains("action=\"/api/admin/session\"")
+        })
 }

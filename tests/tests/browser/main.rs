@@ -3,4 +3,5 @@
 //! Run alone with `cargo test -p qm-tests --test browser`; it needs `chromium`,
 //! `chromium-driver` and axe-core from npm, which `.ci/run` installs.
 
+mod console;
 mod visitor;
