@@ -60,9 +60,9 @@ fn slots() -> &'static Semaphore {
 /// page that never reaches a state fails the test instead of hanging it. Dropping the body on
 /// timeout closes its browsers (see [`Browser`]'s Drop).
 pub async fn run<F: Future<Output = ()>>(limit_secs: u64, body: F) {
-    let _slot = tokio::time::timeout(Duration::from_secs(600), slots().acquire())
+    let _slot = tokio::time::timeout(Duration::from_secs(1800), slots().acquire())
         .await
-        .expect("a browser slot frees up within 10 minutes")
+        .expect("a browser slot frees up within 30 minutes")
         .expect("the slot semaphore is never closed");
     tokio::time::timeout(Duration::from_secs(limit_secs), body)
         .await
@@ -141,12 +141,15 @@ fn start_driver() -> Driver {
     let chromedriver = program("QM_CHROMEDRIVER", CHROMEDRIVER);
     program("QM_CHROMIUM", CHROMIUM);
     let port = crate::process::free_addr().port();
-    let log = target_dir().join(format!("chromedriver-{}.log", std::process::id()));
+    // The driver's log lives as long as the driver: the watchdog removes it, and a driver that
+    // does not come up has it quoted in the failure.
+    let log = std::env::temp_dir().join(format!("qm-chromedriver-{}.log", std::process::id()));
     // The shell runs in a process group of its own; when its stdin reaches EOF (this process
     // is gone) it takes the group down, chromedriver and any chromium a crashed test left.
     let script = r#"
 "$0" --port="$1" --allowed-ips=127.0.0.1 --log-path="$2" </dev/null >/dev/null 2>&1 &
 cat >/dev/null
+rm -f "$2"
 kill -s TERM 0
 "#;
     let mut watchdog = Command::new("sh")
@@ -179,8 +182,10 @@ kill -s TERM 0
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!(
-        "chromedriver on 127.0.0.1:{port} did not answer /status within 10 s (log: {}); {INSTALL_BROWSER}",
-        log.display()
+        "chromedriver on 127.0.0.1:{port} did not answer /status within 10 s; {INSTALL_BROWSER}\n\
+         its log ({}):\n{}",
+        log.display(),
+        std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
 
@@ -447,6 +452,51 @@ impl Browser {
             )
             .await?;
         Ok(value.as_bool().unwrap_or(false))
+    }
+
+    /// Clicks the first element matching `selector` as a user would (WebDriver's element
+    /// click: scrolled into view, refused when something covers it).
+    pub async fn click(&self, selector: &str) -> Result<(), String> {
+        let element = self
+            .client
+            .find(fantoccini::Locator::Css(selector))
+            .await
+            .map_err(|error| format!("no element matches {selector}: {error}"))?;
+        element
+            .click()
+            .await
+            .map_err(|error| format!("click {selector}: {error}"))
+    }
+
+    /// Clears the control matching `selector` and types `text` into it, key by key.
+    pub async fn fill(&self, selector: &str, text: &str) -> Result<(), String> {
+        let element = self
+            .client
+            .find(fantoccini::Locator::Css(selector))
+            .await
+            .map_err(|error| format!("no element matches {selector}: {error}"))?;
+        element
+            .clear()
+            .await
+            .map_err(|error| format!("clear {selector}: {error}"))?;
+        element
+            .send_keys(text)
+            .await
+            .map_err(|error| format!("type into {selector}: {error}"))
+    }
+
+    /// Types `keys` into whatever has focus (`fantoccini::key::Key` values for special keys,
+    /// e.g. `&char::from(Key::Tab).to_string()`).
+    pub async fn press(&self, keys: &str) -> Result<(), String> {
+        let element = self
+            .client
+            .active_element()
+            .await
+            .map_err(|error| format!("find the focused element: {error}"))?;
+        element
+            .send_keys(keys)
+            .await
+            .map_err(|error| format!("press {keys:?}: {error}"))
     }
 
     /// An attribute of `<html>` (`lang`, `data-qm-state`, …).

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use qm_tests::browser::{self, Browser, DESKTOP, Options, PHONE, TargetSite, wait_for};
-use qm_tests::{TestApp, room_body, spawn_app};
+use qm_tests::{SmtpSink, TestApp, room_body, spawn_app, spawn_app_with};
 use serde_json::json;
 
 /// How long the page may take to show what the server already knows.
@@ -101,6 +101,20 @@ async fn shows_thai(browser: &Browser) -> Result<bool, String> {
         .unwrap_or("")
         .chars()
         .any(|c| ('\u{0e01}'..='\u{0e5b}').contains(&c)))
+}
+
+/// The page lays out within `width` CSS pixels: nothing makes the visitor scroll sideways.
+async fn assert_fits_width(browser: &Browser, width: u32) {
+    let scroll_width = browser
+        .js("return document.documentElement.scrollWidth;", vec![])
+        .await
+        .expect("read the page width");
+    assert!(
+        scroll_width
+            .as_u64()
+            .is_some_and(|shown| shown <= u64::from(width)),
+        "the page is {scroll_width} px wide in a {width} px viewport"
+    );
 }
 
 #[tokio::test]
@@ -371,6 +385,10 @@ async fn the_waiting_page_is_accessible_and_screenshotted_at_both_sizes() {
         browser
             .assert_accessible("the waiting page at 375x812")
             .await;
+        assert_fits_width(&browser, PHONE.0).await;
+        // The narrowest phone the page is made for.
+        browser.resize((320, 640)).await;
+        assert_fits_width(&browser, 320).await;
         browser.assert_no_console_errors().await;
     })
     .await;
@@ -443,7 +461,15 @@ async fn a_thai_browser_gets_the_page_in_thai() {
         })
         .await;
         browser.screenshot("waiting-th-1280x800").await;
-        browser.assert_accessible("the Thai waiting page").await;
+        browser
+            .assert_accessible("the Thai waiting page at 1280x800")
+            .await;
+        browser.resize(PHONE).await;
+        browser.screenshot("waiting-th-375x812").await;
+        browser
+            .assert_accessible("the Thai waiting page at 375x812")
+            .await;
+        assert_fits_width(&browser, PHONE.0).await;
         browser.assert_no_console_errors().await;
     })
     .await;
@@ -479,10 +505,7 @@ async fn the_locale_switch_and_lang_query_choose_thai_and_it_is_remembered() {
             Some("en")
         );
         other
-            .js(
-                "document.querySelector('#qm-locale a[hreflang=\"th\"]').click(); return true;",
-                vec![],
-            )
+            .click("#qm-locale a[hreflang=\"th\"]")
             .await
             .expect("the locale switch has a Thai link");
         wait_for("the page to reload in Thai", SHOWN, || async {
@@ -509,6 +532,203 @@ async fn the_locale_switch_and_lang_query_choose_thai_and_it_is_remembered() {
         );
         browser.assert_no_console_errors().await;
         other.assert_no_console_errors().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_operator_message_and_a_pause_reach_an_open_page_live() {
+    browser::run(90, async {
+        let app = spawn_app().await;
+        still_room(&app, "live", "https://shop.example/checkout").await;
+
+        let browser = Browser::open().await;
+        browser.goto(&page_url(&app, "live")).await;
+        wait_position(&browser, 1).await;
+        assert!(
+            !browser.visible("#qm-message").await.expect("query"),
+            "#qm-message shows with no message"
+        );
+
+        // The operator posts a message (rooms are written whole: the same body plus branding).
+        app.create_room(room_body(
+            "live",
+            0,
+            json!({
+                "targetUrl": "https://shop.example/checkout",
+                "branding": { "message": "Doors open at six" },
+            }),
+        ))
+        .await;
+        wait_for(
+            "#qm-message to show the operator's message",
+            SHOWN,
+            || async {
+                let text = browser.text("#qm-message-text").await?;
+                if browser.visible("#qm-message").await? && text == "Doors open at six" {
+                    Ok(())
+                } else {
+                    Err(format!("#qm-message-text {text:?}, visible or not"))
+                }
+            },
+        )
+        .await;
+
+        let reply = app
+            .admin_post("/rooms/live/state", json!({ "state": "paused" }))
+            .await;
+        assert_eq!(reply.status, 200, "pause: {}", reply.text);
+        wait_state(&browser, "paused").await;
+        // Paused, the visitor keeps the place.
+        assert_eq!(position(&browser).await, Ok(1));
+        let reply = app
+            .admin_post("/rooms/live/state", json!({ "state": "active" }))
+            .await;
+        assert_eq!(reply.status, 200, "resume: {}", reply.text);
+        wait_state(&browser, "waiting").await;
+        browser.assert_no_console_errors().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_ejected_visitor_is_told_and_gets_a_new_place() {
+    browser::run(90, async {
+        let app = spawn_app().await;
+        still_room(&app, "out", "https://shop.example/checkout").await;
+        app.join_as_new_visitor("out").await;
+
+        let browser = Browser::open().await;
+        browser.goto(&page_url(&app, "out")).await;
+        wait_position(&browser, 2).await;
+        let before = browser.cookie("qm_out").await.expect("read cookies");
+
+        // Ticket 2 is the browser's: the room's second join.
+        let reply = app
+            .admin_post("/rooms/out/eject", json!({ "ticket": 2 }))
+            .await;
+        assert_eq!(reply.status, 200, "eject: {}", reply.text);
+        wait_for(
+            "#qm-lapsed to say the place was cancelled",
+            SHOWN,
+            || async {
+                let text = browser.text("#qm-lapsed").await?;
+                if browser.visible("#qm-lapsed").await? && text.contains("cancelled on our side") {
+                    Ok(())
+                } else {
+                    Err(format!("#qm-lapsed {text:?}, visible or not"))
+                }
+            },
+        )
+        .await;
+        // A new place at the back: behind the visitor who was first all along.
+        wait_position(&browser, 2).await;
+        wait_for("a new ticket cookie", SHOWN, || async {
+            let now = browser.cookie("qm_out").await?;
+            if now.is_some() && now != before {
+                Ok(())
+            } else {
+                Err("the old ticket cookie".to_owned())
+            }
+        })
+        .await;
+        browser.assert_no_console_errors().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_visitor_asks_to_be_mailed_and_the_mail_comes_on_their_turn() {
+    browser::run(90, async {
+        let sink = SmtpSink::start().await;
+        let smtp_url = sink.url();
+        let app = spawn_app_with(&[("EMAIL_NOTIFY", "1"), ("SMTP_URL", smtp_url.as_str())]).await;
+        still_room(&app, "mail", "https://shop.example/checkout").await;
+        app.join_as_new_visitor("mail").await;
+
+        let browser = Browser::open().await;
+        browser.goto(&page_url(&app, "mail")).await;
+        wait_position(&browser, 2).await;
+        wait_for("form#qm-notify to show", SHOWN, || async {
+            if browser.visible("form#qm-notify").await? {
+                Ok(())
+            } else {
+                Err("form#qm-notify hidden or missing".to_owned())
+            }
+        })
+        .await;
+        browser
+            .fill("#qm-notify-email", "jane.doe@example.com")
+            .await
+            .expect("type the address");
+        browser
+            .click("form#qm-notify [type=submit]")
+            .await
+            .expect("submit the notification form");
+        wait_for("#qm-notify-state to say the result", SHOWN, || async {
+            let text = browser.text("#qm-notify-state").await?;
+            if text.is_empty() {
+                Err("#qm-notify-state is empty".to_owned())
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+        browser.screenshot("waiting-notify-1280x800").await;
+        assert!(sink.received().is_empty(), "mailed before the turn");
+
+        // Both places pass: the page goes through, and the visitor who asked is mailed.
+        flush(&app, "mail", 2).await;
+        let received = sink.wait_for(1, Duration::from_secs(15)).await;
+        assert_eq!(received.len(), 1, "{received:?}");
+        assert_eq!(received[0].rcpt_to, vec!["jane.doe@example.com".to_owned()]);
+        browser.assert_no_console_errors().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_layout_holds_still_when_the_numbers_change() {
+    browser::run(90, async {
+        let app = spawn_app().await;
+        still_room(&app, "still", "https://shop.example/checkout").await;
+        for _ in 0..9 {
+            app.join_as_new_visitor("still").await;
+        }
+        // Where the figures and the bar sit, and how tall the page is.
+        let layout = r#"
+            var rect = function (selector) {
+              var e = document.querySelector(selector);
+              return e ? Math.round(e.getBoundingClientRect().top) : null;
+            };
+            return [rect('#qm-ahead'), rect('#qm-eta'), rect('#qm-progress'),
+                    document.documentElement.scrollHeight];"#;
+
+        for window in [DESKTOP, PHONE] {
+            let browser = Browser::open_with(Options { window, lang: None }).await;
+            browser.goto(&page_url(&app, "still")).await;
+            let mut seen = None;
+            // Two digits, then one: the change most likely to move what follows.
+            for expected in [10, 9] {
+                wait_position(&browser, expected).await;
+                // Let the page finish whatever transition the change started.
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                let now = browser.js(layout, vec![]).await.expect("measure the page");
+                if let Some(before) = &seen {
+                    assert_eq!(
+                        &now, before,
+                        "the layout moved at {window:?} when the position went to {expected}"
+                    );
+                }
+                seen = Some(now);
+                if expected == 10 {
+                    flush(&app, "still", 1).await;
+                }
+            }
+            browser.assert_no_console_errors().await;
+            // The flush left nine in line (this browser's place among them), so the next
+            // window's visitor starts tenth again.
+        }
     })
     .await;
 }
