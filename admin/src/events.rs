@@ -4,7 +4,8 @@
 //! with a ticket: random, single use, valid 30 s, spent on first use and scoped to the credential
 //! that minted it (a ticket minted by a console session dies with that session). Bearer and the
 //! console cookie are accepted on the stream as well. Tickets, like sessions, live in this admin
-//! process's memory.
+//! process's memory. A stream opened by a console session ends at the first tick after that
+//! session is signed out.
 //!
 //! Every 2 s the stream reads `ListRooms` and `Stats` from the engine and sends an `event: stats`
 //! frame computed by [`crate::frames`]: real engine numbers, never invented. A tick the engine
@@ -116,36 +117,47 @@ async fn events(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, AppError> {
-    match query.ticket.as_deref() {
+    let credential = match query.ticket.as_deref() {
         Some(ticket) => {
             let credential = state.tickets.redeem(ticket).ok_or(AuthError::BadTicket)?;
-            if let Credential::Session(session_id) = &credential
-                && !state.sessions.is_live(session_id)
-            {
+            if !credential_is_live(&state, &credential) {
                 return Err(AuthError::BadTicket.into());
             }
+            credential
         }
-        None => {
-            authenticate(&state, &method, &uri, &headers)?;
-        }
+        None => authenticate(&state, &method, &uri, &headers)?.credential,
+    };
+    Ok(Sse::new(frame_stream(state, credential)))
+}
+
+/// A console session can be revoked (signed out) while its stream is open; the key cannot.
+fn credential_is_live(state: &AdminState, credential: &Credential) -> bool {
+    match credential {
+        Credential::Session(session_id) => state.sessions.is_live(session_id),
+        Credential::AdminKey => true,
     }
-    Ok(Sse::new(frame_stream(state)))
 }
 
 struct Cursor {
     state: AdminState,
+    /// Who opened the stream: checked every tick, so a signed-out console stops being fed.
+    credential: Credential,
     sequence: FrameSequence,
     sparkline: Sparkline,
     interval: tokio::time::Interval,
     shutdown: watch::Receiver<bool>,
 }
 
-fn frame_stream(state: AdminState) -> impl Stream<Item = Result<Event, Infallible>> {
+fn frame_stream(
+    state: AdminState,
+    credential: Credential,
+) -> impl Stream<Item = Result<Event, Infallible>> {
     let mut interval = tokio::time::interval(TICK);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let cursor = Cursor {
         shutdown: state.shutdown.clone(),
         state,
+        credential,
         sequence: FrameSequence::default(),
         sparkline: Sparkline::default(),
         interval,
@@ -157,6 +169,9 @@ fn frame_stream(state: AdminState) -> impl Stream<Item = Result<Event, Infallibl
         tokio::select! {
             _ = cursor.interval.tick() => {}
             _ = cursor.shutdown.wait_for(|stopping| *stopping) => return None,
+        }
+        if !credential_is_live(&cursor.state, &cursor.credential) {
+            return None;
         }
         let event = match read_engine(&cursor.state).await {
             Ok((rooms, stats)) => {

@@ -508,6 +508,39 @@ async fn console_event_streams_end_when_the_admin_process_stops() {
         .ok();
 }
 
+#[tokio::test]
+async fn a_console_event_stream_ends_when_its_session_signs_out() {
+    let app = spawn_app().await;
+    let (_, cookie) = sign_in(&app).await;
+    let ticket = mint_ticket(
+        &app,
+        app.http
+            .post(format!("{}/api/admin/sse-ticket", app.admin))
+            .header(reqwest::header::COOKIE, &cookie)
+            .header(CSRF.0, CSRF.1),
+    )
+    .await;
+    let mut stream = open_events(&app, &ticket).await.expect("stream opens");
+    stream
+        .next_frame(Duration::from_secs(5))
+        .await
+        .expect("first frame");
+    let out = app
+        .send(
+            app.http
+                .delete(format!("{}/api/admin/session", app.admin))
+                .header(reqwest::header::COOKIE, &cookie)
+                .header(CSRF.0, CSRF.1),
+        )
+        .await;
+    assert_eq!(out.status, 200);
+    // One tick (2 s) at most, with room for a slow machine: no frame goes to a signed-out console.
+    assert!(
+        stream.ends_within(Duration::from_secs(6)).await,
+        "the stream of a signed-out session ends"
+    );
+}
+
 /// Every `/assets/…` path the page links, each checked for its shape: `console[-part]-<hash>.css|js`
 /// with a 22-character base64url content hash.
 fn linked_assets(page: &str) -> Vec<String> {

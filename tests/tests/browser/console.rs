@@ -28,45 +28,27 @@ fn console_url(app: &TestApp) -> String {
     format!("{}/", app.admin)
 }
 
+/// The harness's input helpers, failing the test with their own message.
 async fn click(browser: &Browser, selector: &str) {
     browser
-        .client
-        .find(Locator::Css(selector))
+        .click(selector)
         .await
-        .unwrap_or_else(|error| panic!("find {selector}: {error}"))
-        .click()
-        .await
-        .unwrap_or_else(|error| panic!("click {selector}: {error}"));
+        .unwrap_or_else(|error| panic!("{error}"));
 }
 
-/// Replaces the text of an input the way a person would: clear it, then type.
 async fn type_into(browser: &Browser, selector: &str, text: &str) {
-    let element = browser
-        .client
-        .find(Locator::Css(selector))
+    browser
+        .fill(selector, text)
         .await
-        .unwrap_or_else(|error| panic!("find {selector}: {error}"));
-    element
-        .clear()
-        .await
-        .unwrap_or_else(|error| panic!("clear {selector}: {error}"));
-    element
-        .send_keys(text)
-        .await
-        .unwrap_or_else(|error| panic!("type into {selector}: {error}"));
+        .unwrap_or_else(|error| panic!("{error}"));
 }
 
 /// Presses a key with the focus wherever it is (the shortcuts listen on the document).
 async fn press(browser: &Browser, key: &str) {
-    let focused = browser
-        .client
-        .active_element()
+    browser
+        .press(key)
         .await
-        .unwrap_or_else(|error| panic!("the focused element: {error}"));
-    focused
-        .send_keys(key)
-        .await
-        .unwrap_or_else(|error| panic!("press {key:?}: {error}"));
+        .unwrap_or_else(|error| panic!("{error}"));
 }
 
 async fn wait_console(browser: &Browser, expected: &str) {
