@@ -74,7 +74,10 @@ pub(crate) static GUIDES: [Guide; 5] = [
         aliases: &["ops"],
         format: SourceFormat::Markdown,
         source: include_str!("../../../docs/OPERATIONS.md"),
-        thai: None,
+        thai: Some(ThaiGuide {
+            source: include_str!("../../../docs/th/OPERATIONS.md"),
+            completeness: Translation::Complete,
+        }),
         title_en: "Operating Queue Manager",
         title_th: "การดูแลระบบ Queue Manager",
         summary_en: "For the people who deploy and run Queue Manager: processes, readiness, keys, \

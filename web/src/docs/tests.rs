@@ -122,19 +122,20 @@ fn the_header_links_docs_progress_and_the_other_language() {
 
 #[test]
 fn a_missing_thai_translation_says_so_and_links_the_english_page() {
-    let page = &super::guide(Locale::Th, "OPERATIONS.md")
+    // The live state stays English on purpose: a translation would lag every change.
+    let page = &super::guide(Locale::Th, "PROGRESS.md")
         .expect("served")
         .html;
     assert!(page.contains("ยังไม่มีคำแปลภาษาไทย"), "{page}");
     assert!(
-        page.contains("<a href=\"/docs/operations\" hreflang=\"en\">"),
+        page.contains("<a href=\"/docs/progress\" hreflang=\"en\">"),
         "{page}"
     );
     assert!(
         page.contains("<article class=\"doc\" lang=\"en\">"),
         "the English body says so"
     );
-    assert!(page.contains("Operating Queue Manager"));
+    assert!(page.contains("<h1 id=\"progress\">Progress"));
     let translated = &super::guide(Locale::Th, "integration")
         .expect("served")
         .html;
@@ -150,6 +151,21 @@ fn a_missing_thai_translation_says_so_and_links_the_english_page() {
     assert!(
         translated.contains("<h2 id=\"รหัสข้อผิดพลาด\">"),
         "the error codes are translated too"
+    );
+    for slug in ["integration", "operations"] {
+        let translated = &super::guide(Locale::Th, slug).expect("served").html;
+        assert!(
+            !translated.contains("notice-translation"),
+            "{slug}: a whole translation carries no notice"
+        );
+        assert!(translated.contains("<article class=\"doc\">"), "{slug}");
+    }
+    assert!(
+        super::guide(Locale::Th, "operations")
+            .expect("served")
+            .html
+            .contains("<h2 id=\"การระบุตัวไคลเอนต์\">"),
+        "the Thai operations guide has Thai headings"
     );
     assert!(
         !super::guide(Locale::En, "operations")
