@@ -202,6 +202,11 @@ async fn the_thai_pages_speak_thai_and_say_when_a_translation_is_missing() {
     assert!(operations.text.contains("<article class=\"doc\">"));
     assert!(!operations.text.contains("ยังไม่มีคำแปลภาษาไทย"));
 
+    let benchmarks = page(&app, "/docs/th/benchmarks").await;
+    assert_eq!(benchmarks.status, 200);
+    assert_eq!(first_heading(&benchmarks.text), Some("ผลการวัดประสิทธิภาพ"));
+    assert!(!benchmarks.text.contains("ยังไม่มีคำแปลภาษาไทย"));
+
     // The live state stays English: its Thai page says so and links the English one.
     let progress = page(&app, "/docs/th/progress").await;
     assert_eq!(

@@ -105,7 +105,10 @@ pub(crate) static GUIDES: [Guide; 5] = [
         aliases: &["bench"],
         format: SourceFormat::Markdown,
         source: include_str!("../../../docs/BENCHMARKS.md"),
-        thai: None,
+        thai: Some(ThaiGuide {
+            source: include_str!("../../../docs/th/BENCHMARKS.md"),
+            completeness: Translation::Complete,
+        }),
         title_en: "Benchmarks",
         title_th: "ผลการวัดประสิทธิภาพ",
         summary_en: "What qm-bench measures, how, and the figures, each beside a ceiling measured \

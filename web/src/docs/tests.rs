@@ -152,7 +152,7 @@ fn a_missing_thai_translation_says_so_and_links_the_english_page() {
         translated.contains("<h2 id=\"รหัสข้อผิดพลาด\">"),
         "the error codes are translated too"
     );
-    for slug in ["integration", "operations"] {
+    for slug in ["integration", "operations", "benchmarks"] {
         let translated = &super::guide(Locale::Th, slug).expect("served").html;
         assert!(
             !translated.contains("notice-translation"),
