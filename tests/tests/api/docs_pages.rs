@@ -186,28 +186,47 @@ async fn the_thai_pages_speak_thai_and_say_when_a_translation_is_missing() {
     assert!(integration.text.contains("POST /api/join"));
     assert!(integration.text.contains("การตรวจที่ประตู"));
 
+    assert!(
+        !integration.text.contains("ยังไม่มีคำแปลภาษาไทย"),
+        "the integration guide is wholly translated"
+    );
+    assert!(integration.text.contains("รหัสข้อผิดพลาด"));
+
     let operations = page(&app, "/docs/th/operations").await;
+    assert_eq!(operations.status, 200);
+    assert!(operations.text.contains("<html lang=\"th\">"));
     assert_eq!(
-        operations.status, 200,
+        first_heading(&operations.text),
+        Some("การดูแลระบบ Queue Manager")
+    );
+    assert!(operations.text.contains("<article class=\"doc\">"));
+    assert!(!operations.text.contains("ยังไม่มีคำแปลภาษาไทย"));
+
+    let benchmarks = page(&app, "/docs/th/benchmarks").await;
+    assert_eq!(benchmarks.status, 200);
+    assert_eq!(first_heading(&benchmarks.text), Some("ผลการวัดประสิทธิภาพ"));
+    assert!(!benchmarks.text.contains("ยังไม่มีคำแปลภาษาไทย"));
+
+    // The live state stays English: its Thai page says so and links the English one.
+    let progress = page(&app, "/docs/th/progress").await;
+    assert_eq!(
+        progress.status, 200,
         "never a 404 for a guide the English side has"
     );
-    assert!(operations.text.contains("<html lang=\"th\">"));
-    assert!(operations.text.contains("ยังไม่มีคำแปลภาษาไทย"), "the notice");
+    assert!(progress.text.contains("<html lang=\"th\">"));
+    assert!(progress.text.contains("ยังไม่มีคำแปลภาษาไทย"), "the notice");
     assert!(
-        operations
+        progress
             .text
-            .contains("<a href=\"/docs/operations\" hreflang=\"en\">"),
+            .contains("<a href=\"/docs/progress\" hreflang=\"en\">"),
         "links the English page"
     );
     assert!(
-        operations
+        progress
             .text
             .contains("<article class=\"doc\" lang=\"en\">")
     );
-    assert_eq!(
-        first_heading(&operations.text),
-        Some("Operating Queue Manager")
-    );
+    assert_eq!(first_heading(&progress.text), Some("Progress"));
 }
 
 #[tokio::test]

@@ -15,15 +15,15 @@ pub(crate) enum SourceFormat {
 /// How much of a guide `docs/th/` holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Translation {
+    Complete,
+    /// Some sections; the page says so and links the English original.
     #[cfg_attr(
         not(test),
         expect(
             dead_code,
-            reason = "no guide is wholly translated yet; the pages already serve one that is"
+            reason = "every translated guide is whole today; the pages still serve a partial one"
         )
     )]
-    Complete,
-    /// Some sections; the page says so and links the English original.
     Partial,
 }
 
@@ -59,7 +59,7 @@ pub(crate) static GUIDES: [Guide; 5] = [
         source: include_str!("../../../docs/INTEGRATION.md"),
         thai: Some(ThaiGuide {
             source: include_str!("../../../docs/th/INTEGRATION.md"),
-            completeness: Translation::Partial,
+            completeness: Translation::Complete,
         }),
         title_en: "Integrating Queue Manager",
         title_th: "การเชื่อมต่อกับ Queue Manager",
@@ -74,7 +74,10 @@ pub(crate) static GUIDES: [Guide; 5] = [
         aliases: &["ops"],
         format: SourceFormat::Markdown,
         source: include_str!("../../../docs/OPERATIONS.md"),
-        thai: None,
+        thai: Some(ThaiGuide {
+            source: include_str!("../../../docs/th/OPERATIONS.md"),
+            completeness: Translation::Complete,
+        }),
         title_en: "Operating Queue Manager",
         title_th: "การดูแลระบบ Queue Manager",
         summary_en: "For the people who deploy and run Queue Manager: processes, readiness, keys, \
@@ -102,7 +105,10 @@ pub(crate) static GUIDES: [Guide; 5] = [
         aliases: &["bench"],
         format: SourceFormat::Markdown,
         source: include_str!("../../../docs/BENCHMARKS.md"),
-        thai: None,
+        thai: Some(ThaiGuide {
+            source: include_str!("../../../docs/th/BENCHMARKS.md"),
+            completeness: Translation::Complete,
+        }),
         title_en: "Benchmarks",
         title_th: "ผลการวัดประสิทธิภาพ",
         summary_en: "What qm-bench measures, how, and the figures, each beside a ceiling measured \

@@ -198,8 +198,8 @@ mod tests {
             source_is_thai: false,
         };
         assert_eq!(
-            resolve_guide_link("OPERATIONS.md#readiness", english_on_thai_page).as_deref(),
-            Some("/docs/th/operations#readiness")
+            resolve_guide_link("PROGRESS.md#pages", english_on_thai_page).as_deref(),
+            Some("/docs/th/progress#pages")
         );
         // Unless the anchor is an English heading of a guide whose Thai page is translated.
         assert_eq!(
