@@ -532,6 +532,9 @@ async fn the_reference_on_a_waiting_page_typed_into_the_console_finds_that_visit
         assert!(result.contains("waiting at position 3"), "{result}");
         assert!(result.contains(&reference), "{result}");
         assert!(result.contains("Held by a browser"), "{result}");
+        browser
+            .screenshot("console-find-a-visitor-found-1280x800")
+            .await;
 
         // A code nobody holds is a sentence, not a stack trace.
         type_into(&browser, "#visitor-query", "ZZZ-ZZZ").await;
