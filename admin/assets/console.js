@@ -20,9 +20,10 @@
   const POLL_MS = 5000;
   const SESSION_CHECK_MS = 30000;
 
-  // Loaded before this file (console-draw.js, console-form.js).
+  // Loaded before this file (console-draw.js, console-form.js, console-visitors.js).
   const Draw = window.QMConsoleDraw;
   const Form = window.QMConsoleForm;
+  const Visitors = window.QMConsoleVisitors;
   const { wholeNumber, toLocalInput, fromLocalInput, fieldOfError, clearErrors, showFieldError, control, formBody } = Form;
   const { RANGES, SPARK_WINDOW_MS } = Draw;
 
@@ -637,7 +638,10 @@
       $('.room-select', card).focus();
       card.scrollIntoView({ block: 'nearest' });
     }
-    if (changed) refreshChart();
+    if (changed) {
+      refreshChart();
+      Visitors.reset();
+    }
   }
 
   function moveSelection(step) {
@@ -1119,6 +1123,7 @@
       if (card && card.dataset.roomId !== state.selected) select(card.dataset.roomId, false);
     });
 
+    Visitors.wire({ room: () => state.selected, api, describe });
     $('#room-form').addEventListener('submit', submitRoom);
     $('#schedule-form').addEventListener('submit', (event) => {
       event.preventDefault();

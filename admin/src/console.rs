@@ -1,6 +1,6 @@
 //! The operator console: `GET /` serves the page, `GET /assets/:name` its stylesheet and scripts
 //! under content-hashed names (`console-<hash>.css`, `console-draw-<hash>.js`,
-//! `console-form-<hash>.js`, `console-<hash>.js`; the same hash as the waiting page's assets),
+//! `console-form-<hash>.js`, `console-visitors-<hash>.js`, `console-<hash>.js`; the same hash as the waiting page's assets),
 //! cached forever: a new build links new names, so a console never runs one build's
 //! markup with another build's script.
 //!
@@ -31,6 +31,7 @@ const CONSOLE_CSS: &str = include_str!("../assets/console.css");
 const CONSOLE_JS: &str = include_str!("../assets/console.js");
 const CONSOLE_DRAW_JS: &str = include_str!("../assets/console-draw.js");
 const CONSOLE_FORM_JS: &str = include_str!("../assets/console-form.js");
+const CONSOLE_VISITORS_JS: &str = include_str!("../assets/console-visitors.js");
 
 /// Content type of the page.
 const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
@@ -68,8 +69,9 @@ impl ConsoleAsset {
 }
 
 /// Hashed once per process: the names are a pure function of the embedded files. The scripts
-/// run in the order the page lists them: the drawing and form helpers, then the console.
-static ASSETS: LazyLock<[ConsoleAsset; 4]> = LazyLock::new(|| {
+/// run in the order the page lists them: the drawing, form and visitor-lookup helpers, then the
+/// console.
+static ASSETS: LazyLock<[ConsoleAsset; 5]> = LazyLock::new(|| {
     [
         ConsoleAsset::new("console", "css", qm_web::CSS_CONTENT_TYPE, CONSOLE_CSS),
         ConsoleAsset::new(
@@ -83,6 +85,12 @@ static ASSETS: LazyLock<[ConsoleAsset; 4]> = LazyLock::new(|| {
             "js",
             qm_web::JS_CONTENT_TYPE,
             CONSOLE_FORM_JS,
+        ),
+        ConsoleAsset::new(
+            "console-visitors",
+            "js",
+            qm_web::JS_CONTENT_TYPE,
+            CONSOLE_VISITORS_JS,
         ),
         ConsoleAsset::new("console", "js", qm_web::JS_CONTENT_TYPE, CONSOLE_JS),
     ]
@@ -109,7 +117,11 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
             "{{form_js_path}}",
             &format!("/assets/{}", ASSETS[2].file_name),
         )
-        .replace("{{js_path}}", &format!("/assets/{}", ASSETS[3].file_name))
+        .replace(
+            "{{visitors_js_path}}",
+            &format!("/assets/{}", ASSETS[3].file_name),
+        )
+        .replace("{{js_path}}", &format!("/assets/{}", ASSETS[4].file_name))
         .replace("{{defaults_json}}", &defaults.to_string())
 });
 
@@ -179,6 +191,7 @@ mod tests {
         for (index, (stem, body)) in [
             ("console-draw", CONSOLE_DRAW_JS),
             ("console-form", CONSOLE_FORM_JS),
+            ("console-visitors", CONSOLE_VISITORS_JS),
             ("console", CONSOLE_JS),
         ]
         .into_iter()

@@ -12,6 +12,7 @@ mod health;
 mod metrics;
 mod rooms;
 mod session;
+mod visitors;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -69,7 +70,8 @@ impl AdminApp {
             .merge(health::admin_routes())
             .merge(session::routes())
             .merge(events::routes())
-            .merge(metrics::routes());
+            .merge(metrics::routes())
+            .merge(visitors::routes());
         Router::new()
             .nest("/api/admin", api.clone())
             .nest("/api/v1/admin", api)

@@ -103,6 +103,10 @@ error_codes! {
     InvalidCount => "invalid_count", 400;
     InvalidTicket => "invalid_ticket", 400;
     TicketNotFound => "ticket_not_found", 404;
+    // Support lookup (GET /api/admin/rooms/:id/visitors).
+    InvalidRef => "invalid_ref", 400;
+    InvalidVisitorQuery => "invalid_visitor_query", 400;
+    VisitorNotFound => "visitor_not_found", 404;
     AlertsDisabled => "alerts_disabled", 400;
     WebhookFailed => "webhook_failed", 502;
     VerifyFailed => "verify_failed", 424;

@@ -21,6 +21,8 @@ use crate::token::{Keyring, VisitorPlace};
 
 /// The HKDF purpose of the code's key.
 pub const SUPPORT_REF_INFO: &[u8] = b"qm:support-ref";
+/// The HKDF purpose of the key the support lookup digests a place's session binding under.
+pub const SUPPORT_SESSION_INFO: &[u8] = b"qm:support-session";
 /// Characters in a code, without its dash.
 pub const SUPPORT_REF_LEN: usize = 6;
 /// Crockford base32: digits and letters without I, L, O and U.
@@ -77,6 +79,19 @@ pub fn support_refs(
         .derived_keys(SUPPORT_REF_INFO)
         .iter()
         .map(|key| support_ref_with_key(key, room_id, generation, place))
+        .collect()
+}
+
+/// What the support lookup shows of a place's binding: 12 hex characters of
+/// HMAC-SHA256(`key`, session hash). Support can tell whether two places are bound to the same
+/// browser, but the digest neither is nor leads back to the hash the ownership cookie proves.
+pub fn session_digest(key: &[u8; 32], session_hash: &str) -> String {
+    // `new_from_slice` takes any key length; a 32-byte key cannot fail.
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("hmac takes any key length");
+    mac.update(session_hash.as_bytes());
+    mac.finalize().into_bytes()[..6]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
         .collect()
 }
 

@@ -21,6 +21,7 @@ mod service;
 mod shutdown;
 pub mod store;
 mod view;
+mod visitors;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -133,7 +134,8 @@ impl EngineApp {
         let engine = EngineServer::new(
             EngineService::new(self.store.clone(), self.config.prequeue_max, stop.clone())
                 .with_notifier(self.notifier.clone())
-                .with_history(history),
+                .with_history(history)
+                .with_keyring(&self.config.keyring()),
         );
         let mut server_stop = stop.clone();
         let server = Server::builder()

@@ -18,7 +18,7 @@ use crate::domain::{
     CheckAnswer, Claim, EjectedFrom, JoinRequest, LapseReason, PlaceAnswer, PlaceStatus, Purged,
     Room,
 };
-use crate::store::{PutOutcome, RoomJson, RoomWatch, Store, StoreFuture};
+use crate::store::{PutOutcome, RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
 use crate::view::{missing_view, room_info, room_view};
 
 /// Rooms, each behind its own lock so rooms never contend with each other.
@@ -308,6 +308,14 @@ impl Store for MemoryStore {
             }
             Ok((outcome.place, changed))
         })))
+    }
+
+    fn read_room<'a>(&'a self, room_id: String, read: RoomReader<'a>) -> StoreFuture<'a, ()> {
+        let result = self.with_room(&room_id, |room, now| {
+            read(room, now);
+            Ok(((), false))
+        });
+        Box::pin(ready(result))
     }
 
     fn status(

@@ -12,16 +12,16 @@ use qm_proto::engine::engine_server::Engine;
 use qm_proto::engine::{claim, place_reply, place_status};
 use qm_proto::{
     CheckReply, CheckRequest, DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest,
-    HistoryReply, HistoryRequest, Lapsed, ListRoomsReply, ListRoomsRequest, NotifyReply,
-    NotifyRequest, PlaceReply, PurgeReply, PutRoomRequest, RoomInfoReply, RoomRef, RoomReply,
-    RoomView, ScheduleRequest, SeenReply, SeenRequest, SetRateRequest, SetStateRequest, StatsReply,
-    StatsRequest, StatusRequest, WatchRequest,
+    HistoryReply, HistoryRequest, Lapsed, ListRoomsReply, ListRoomsRequest, LookupVisitorsReply,
+    LookupVisitorsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply, PutRoomRequest,
+    RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SeenReply, SeenRequest,
+    SetRateRequest, SetStateRequest, StatsReply, StatsRequest, StatusRequest, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
-use crate::domain::{Claim, ClaimedPlace, JoinRequest, PlaceAnswer, PlaceStatus};
+use crate::domain::{Claim, ClaimedPlace, JoinRequest, LookupKeys, PlaceAnswer, PlaceStatus};
 use crate::history::History;
 use crate::notify::Notifier;
 use crate::shutdown::stopped;
@@ -40,6 +40,8 @@ pub(crate) struct EngineService {
     notifier: Option<Arc<Notifier>>,
     /// The charts' sample rings, fed by the history sampler.
     history: Arc<History>,
+    /// Keys derived from SECRET for the support lookup (reference codes, session digests).
+    lookup_keys: Arc<LookupKeys>,
 }
 
 impl EngineService {
@@ -54,7 +56,26 @@ impl EngineService {
             stop,
             notifier: None,
             history: Arc::new(History::new(qm_core::clock::now_ms())),
+            lookup_keys: Arc::new(LookupKeys {
+                ref_keys: Vec::new(),
+                session_key: [0; 32],
+            }),
         }
+    }
+
+    /// The keyring the gateway signs and codes under, so a lookup computes the code the
+    /// waiting page showed with the very same function.
+    pub(crate) fn with_keyring(mut self, keyring: &qm_core::token::Keyring) -> EngineService {
+        let session_key = keyring
+            .derived_keys(qm_core::support_ref::SUPPORT_SESSION_INFO)
+            .first()
+            .copied()
+            .unwrap_or_default();
+        self.lookup_keys = Arc::new(LookupKeys {
+            ref_keys: keyring.derived_keys(qm_core::support_ref::SUPPORT_REF_INFO),
+            session_key,
+        });
+        self
     }
 
     pub(crate) fn with_history(mut self, history: Arc<History>) -> EngineService {
@@ -381,6 +402,47 @@ impl Engine for EngineService {
             .register(&room_id, claim, &request.session_hash, &request.email)
             .await?;
         Ok(Response::new(NotifyReply { notify }))
+    }
+
+    async fn lookup_visitors(
+        &self,
+        request: Request<LookupVisitorsRequest>,
+    ) -> Reply<LookupVisitorsReply> {
+        use qm_proto::engine::lookup_visitors_request::Query;
+        let request = request.into_inner();
+        let room_id = checked_room_id(request.room_id)?;
+        let answer = match request.query {
+            Some(Query::Ticket(ticket)) => {
+                crate::visitors::by_ticket(self.store.as_ref(), &self.lookup_keys, room_id, ticket)
+                    .await?
+            }
+            Some(Query::SupportRef(code)) => {
+                let Some(code) = qm_core::support_ref::normalize(&code) else {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidRef,
+                        "a reference is six characters of 0-9 and A-Z without I, L, O, U",
+                    )
+                    .into());
+                };
+                crate::visitors::by_ref(
+                    self.store.as_ref(),
+                    self.lookup_keys.clone(),
+                    room_id,
+                    code,
+                )
+                .await?
+            }
+            None => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidVisitorQuery,
+                    "name the visitor by ticket or by reference",
+                )
+                .into());
+            }
+        };
+        Ok(Response::new(LookupVisitorsReply {
+            answer_json: answer.to_string(),
+        }))
     }
 
     async fn history(&self, request: Request<HistoryRequest>) -> Reply<HistoryReply> {

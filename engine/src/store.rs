@@ -15,11 +15,14 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::domain::{
-    CheckAnswer, Claim, EjectedFrom, JoinRequest, PlaceAnswer, PlaceStatus, Purged,
+    CheckAnswer, Claim, EjectedFrom, JoinRequest, PlaceAnswer, PlaceStatus, Purged, Room,
 };
 
 /// What every store operation returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
+
+/// A read of one room as this engine holds it, with the clock of the read.
+pub type RoomReader<'a> = Box<dyn FnOnce(&Room, i64) + Send + 'a>;
 
 /// An admin room object (configuration, facts and live stats) after an operation.
 pub type RoomJson = Value;
@@ -79,6 +82,13 @@ pub trait Store: Send + Sync + 'static {
     /// Sightings of the holders of `tickets` now (QM-345): a gateway's report of the streams it
     /// holds open. Best effort and unjournaled; unknown rooms and tickets are ignored.
     fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()>;
+
+    /// Runs `read` on the room as this engine holds it (under the room's lock: keep it short),
+    /// for the support lookup. The memory store reads the room itself; the durable store reads
+    /// its replica after catching up from the journal, so it may miss a commit landing during
+    /// the call, and its presence is this engine's sightings only (the outflow decides by the
+    /// ones in Valkey). `room_not_found` for a missing room.
+    fn read_room<'a>(&'a self, room_id: String, read: RoomReader<'a>) -> StoreFuture<'a, ()>;
 
     /// Whether the store can persist changes now, as it changes (`None`: always ready).
     fn readiness(&self) -> Option<watch::Receiver<bool>> {

@@ -9,6 +9,7 @@ mod prequeue;
 mod presence;
 mod room;
 mod summary;
+mod visitors;
 
 #[cfg(test)]
 mod presence_tests;
@@ -16,6 +17,8 @@ mod presence_tests;
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod visitors_tests;
 
 pub use commands::{
     JoinOutcome, JoinRequest, MAX_FLUSH, Purged, check_flush_count, ticket_not_found,
@@ -28,3 +31,4 @@ pub use prequeue::DEFAULT_PRE_QUEUE_CEILING;
 pub(crate) use prequeue::pre_queue_full;
 pub use room::{ApplyError, Room, TicketStatus};
 pub use summary::LiveStats;
+pub use visitors::{LookupKeys, MAX_REF_SCAN, RefScan, matching_places};

@@ -80,6 +80,17 @@ impl PreQueue {
         self.by_identity.get(identity).copied().unwrap_or(0)
     }
 
+    /// Every handle issued in this generation (waiting, drawn or purged), for the support
+    /// lookup's scan of reference codes. O(n) in the handles issued.
+    pub(crate) fn all_handles(&self) -> Vec<u64> {
+        self.entries
+            .iter()
+            .map(|entry| entry.handle)
+            .chain(self.drawn.keys().copied())
+            .chain(self.purged.iter().copied())
+            .collect()
+    }
+
     /// Whether `handle` was ever issued in this generation.
     pub(crate) fn knows(&self, handle: u64) -> bool {
         self.by_handle.contains_key(&handle)

@@ -41,7 +41,7 @@ use crate::domain::{
     CheckAnswer, Claim, ClaimedPlace, EjectedFrom, EventRecord, JoinRequest, LapseReason, PassedBy,
     PlaceAnswer, PlaceStatus, Purged, Room, RoomEvent, check_flush_count, ticket_not_found,
 };
-use crate::store::{PutOutcome, RoomJson, RoomWatch, Store, StoreFuture};
+use crate::store::{PutOutcome, RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
 use crate::view::room_info;
 
 /// How long a room's outflow lease lasts without renewal: a dead holder's rooms move to
@@ -1028,6 +1028,27 @@ impl Store for DurableStore {
         session_hash: String,
     ) -> StoreFuture<'_, PlaceAnswer> {
         Box::pin(async move { self.status_now(&room_id, claim, &session_hash).await })
+    }
+
+    fn read_room<'a>(&'a self, room_id: String, read: RoomReader<'a>) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            let Some(replica) = self.shared.replicas.get(&room_id) else {
+                return Err(room_not_found(&room_id));
+            };
+            refuse_if_troubled(&replica)?;
+            // Places made through another engine reach this replica over pub/sub; catching up
+            // first means a lookup sees every commit made before it started.
+            self.shared.catch_up(&room_id).await;
+            let now = now_ms();
+            replica.read(|room| {
+                if room.is_deleted() {
+                    Err(room_not_found(&room_id))
+                } else {
+                    read(room, now);
+                    Ok(())
+                }
+            })
+        })
     }
 
     fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>> {

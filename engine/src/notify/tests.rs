@@ -48,6 +48,13 @@ impl Store for DrawStore {
     fn room_info(&self, room_id: String) -> StoreFuture<'_, RoomInfoReply> {
         self.inner.room_info(room_id)
     }
+    fn read_room<'a>(
+        &'a self,
+        room_id: String,
+        read: crate::store::RoomReader<'a>,
+    ) -> StoreFuture<'a, ()> {
+        self.inner.read_room(room_id, read)
+    }
     fn join(&self, room_id: String, request: JoinRequest) -> StoreFuture<'_, PlaceStatus> {
         self.inner.join(room_id, request)
     }

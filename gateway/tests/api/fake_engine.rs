@@ -461,4 +461,11 @@ impl Engine for FakeEngine {
     ) -> Result<Response<qm_proto::HistoryReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
+
+    async fn lookup_visitors(
+        &self,
+        _: Request<qm_proto::LookupVisitorsRequest>,
+    ) -> Result<Response<qm_proto::LookupVisitorsReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }

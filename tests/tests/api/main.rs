@@ -19,6 +19,7 @@ mod protection;
 mod refresh;
 mod routing;
 mod visitor;
+mod visitors;
 
 use base64::Engine as _;
 

@@ -502,3 +502,51 @@ async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_k
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_reference_on_a_waiting_page_typed_into_the_console_finds_that_visitor() {
+    browser::run(120, async {
+        let app = spawn_app().await;
+        app.create_room(room_body("phone", 0, json!({}))).await;
+        for _ in 0..2 {
+            app.join_as_new_visitor("phone").await;
+        }
+        let browser = Browser::open().await;
+        // The visitor: a waiting page, third in line, reading out its code.
+        browser.goto(&format!("{}/w/phone", app.gateway)).await;
+        let reference = wait_text(&browser, "#qm-ref", "the waiting page's code", |text| {
+            text.len() == 7 && text.as_bytes()[3] == b'-'
+        })
+        .await;
+        wait_text(&browser, "#qm-position", "position 3", |text| text == "3").await;
+
+        // Support: the code as heard (lower case, no dash) goes in the console's box.
+        sign_in(&browser, &app).await;
+        let typed = reference.replace('-', " ").to_lowercase();
+        type_into(&browser, "#visitor-query", &typed).await;
+        click(&browser, "#visitor-lookup button[type=submit]").await;
+        let result = wait_text(&browser, "#visitor-result", "the visitor's place", |text| {
+            text.contains("Ticket 3")
+        })
+        .await;
+        assert!(result.contains("waiting at position 3"), "{result}");
+        assert!(result.contains(&reference), "{result}");
+        assert!(result.contains("Held by a browser"), "{result}");
+        browser
+            .screenshot("console-find-a-visitor-found-1280x800")
+            .await;
+
+        // A code nobody holds is a sentence, not a stack trace.
+        type_into(&browser, "#visitor-query", "ZZZ-ZZZ").await;
+        click(&browser, "#visitor-lookup button[type=submit]").await;
+        if reference != "ZZZ-ZZZ" {
+            wait_text(&browser, "#visitor-result", "not found", |text| {
+                text.contains("No place in phone shows the code ZZZ-ZZZ")
+            })
+            .await;
+        }
+        browser.screenshot("console-find-a-visitor-1280x800").await;
+        assert_no_console_errors_but(&browser, &["status of 404"]).await;
+    })
+    .await;
+}
