@@ -22,6 +22,7 @@ use http::header::{
     X_FRAME_OPTIONS,
 };
 use qm_core::ErrorCode;
+use qm_web::HashedAsset;
 use serde_json::json;
 
 use crate::AppError;
@@ -43,56 +44,31 @@ pub(crate) const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'self'; scri
      style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
      base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// One embedded asset and the hashed name it is served under.
-struct ConsoleAsset {
-    file_name: String,
-    content_type: &'static str,
-    body: &'static str,
-}
-
-impl ConsoleAsset {
-    fn new(
-        stem: &str,
-        extension: &str,
-        content_type: &'static str,
-        body: &'static str,
-    ) -> ConsoleAsset {
-        ConsoleAsset {
-            file_name: format!(
-                "{stem}-{}.{extension}",
-                qm_web::content_hash(body.as_bytes())
-            ),
-            content_type,
-            body,
-        }
-    }
-}
-
 /// Hashed once per process: the names are a pure function of the embedded files. The scripts
 /// run in the order the page lists them: the drawing, form and visitor-lookup helpers, then the
 /// console.
-static ASSETS: LazyLock<[ConsoleAsset; 5]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[HashedAsset; 5]> = LazyLock::new(|| {
     [
-        ConsoleAsset::new("console", "css", qm_web::CSS_CONTENT_TYPE, CONSOLE_CSS),
-        ConsoleAsset::new(
+        HashedAsset::new("console", "css", qm_web::CSS_CONTENT_TYPE, CONSOLE_CSS),
+        HashedAsset::new(
             "console-draw",
             "js",
             qm_web::JS_CONTENT_TYPE,
             CONSOLE_DRAW_JS,
         ),
-        ConsoleAsset::new(
+        HashedAsset::new(
             "console-form",
             "js",
             qm_web::JS_CONTENT_TYPE,
             CONSOLE_FORM_JS,
         ),
-        ConsoleAsset::new(
+        HashedAsset::new(
             "console-visitors",
             "js",
             qm_web::JS_CONTENT_TYPE,
             CONSOLE_VISITORS_JS,
         ),
-        ConsoleAsset::new("console", "js", qm_web::JS_CONTENT_TYPE, CONSOLE_JS),
+        HashedAsset::new("console", "js", qm_web::JS_CONTENT_TYPE, CONSOLE_JS),
     ]
 });
 
@@ -161,18 +137,10 @@ async fn asset(Path(name): Path<String>) -> Result<Response, AppError> {
         .iter()
         .find(|asset| asset.file_name == name)
         .ok_or_else(|| AppError::new(ErrorCode::NotFound, "no such asset in this build"))?;
-    Ok((
-        [
-            (CONTENT_TYPE, HeaderValue::from_static(asset.content_type)),
-            (
-                CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=31536000, immutable"),
-            ),
-            (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-        ],
-        asset.body,
-    )
-        .into_response())
+    Ok(qm_edge::immutable_asset(
+        asset.content_type,
+        asset.body.as_bytes(),
+    ))
 }
 
 #[cfg(test)]

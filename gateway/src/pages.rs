@@ -20,7 +20,7 @@
 
 use axum::extract::{Path, State};
 use axum::response::{Html, IntoResponse, Response};
-use http::header::{ACCEPT_LANGUAGE, CACHE_CONTROL, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS};
+use http::header::{ACCEPT_LANGUAGE, CACHE_CONTROL, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use qm_core::clock::now_ms;
 use qm_core::ids::is_valid_room_id;
@@ -407,18 +407,7 @@ pub(crate) fn page_response(status: StatusCode, html: String) -> Response {
 /// earlier builds WAITING_ASSETS_KEEP lists.
 pub(crate) async fn asset(State(state): State<GatewayState>, Path(name): Path<String>) -> Response {
     match qm_web::asset_or_kept(&name, &state.config.waiting_assets_keep) {
-        Some((content_type, body)) => (
-            [
-                (CONTENT_TYPE, HeaderValue::from_static(content_type)),
-                (
-                    CACHE_CONTROL,
-                    HeaderValue::from_static("public, max-age=31536000, immutable"),
-                ),
-                (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-            ],
-            body,
-        )
-            .into_response(),
+        Some((content_type, body)) => qm_edge::immutable_asset(content_type, body),
         None => qm_edge::AppError::new(qm_core::ErrorCode::NotFound, "no such asset in this build")
             .into_response(),
     }

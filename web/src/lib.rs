@@ -28,15 +28,15 @@ pub const CSS_CONTENT_TYPE: &str = "text/css; charset=utf-8";
 /// Content type of the scripts.
 pub const JS_CONTENT_TYPE: &str = "text/javascript; charset=utf-8";
 
-/// One embedded asset and the hashed file name it is served under.
-struct HashedAsset {
-    file_name: String,
-    content_type: &'static str,
-    body: &'static str,
+/// One embedded asset and the hashed file name it is served under (`<stem>-<hash>.<ext>`).
+pub struct HashedAsset {
+    pub file_name: String,
+    pub content_type: &'static str,
+    pub body: &'static str,
 }
 
 impl HashedAsset {
-    fn new(
+    pub fn new(
         stem: &str,
         extension: &str,
         content_type: &'static str,

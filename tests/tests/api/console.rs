@@ -259,6 +259,29 @@ async fn mint_ticket(app: &TestApp, request: reqwest::RequestBuilder) -> String 
         .to_owned()
 }
 
+/// A ticket minted through the console cookie, as the console does it (a POST: CSRF applies).
+async fn cookie_ticket(app: &TestApp, cookie: &str) -> String {
+    mint_ticket(
+        app,
+        app.http
+            .post(format!("{}/api/admin/sse-ticket", app.admin))
+            .header(reqwest::header::COOKIE, cookie)
+            .header(CSRF.0, CSRF.1),
+    )
+    .await
+}
+
+/// Signs the console session of `cookie` out.
+async fn sign_out(app: &TestApp, cookie: &str) -> qm_tests::Reply {
+    app.send(
+        app.http
+            .delete(format!("{}/api/admin/session", app.admin))
+            .header(reqwest::header::COOKIE, cookie)
+            .header(CSRF.0, CSRF.1),
+    )
+    .await
+}
+
 async fn open_events(app: &TestApp, ticket: &str) -> Result<SseStream, qm_tests::Reply> {
     SseStream::open(
         app.http
@@ -296,22 +319,8 @@ async fn console_sse_tickets_are_single_use_and_scoped_to_their_session() {
         )
         .await;
     assert_eq!(no_csrf.code(), "csrf_required");
-    let ticket = mint_ticket(
-        &app,
-        app.http
-            .post(&ticket_url)
-            .header(reqwest::header::COOKIE, &cookie)
-            .header(CSRF.0, CSRF.1),
-    )
-    .await;
-    let out = app
-        .send(
-            app.http
-                .delete(format!("{}/api/admin/session", app.admin))
-                .header(reqwest::header::COOKIE, &cookie)
-                .header(CSRF.0, CSRF.1),
-        )
-        .await;
+    let ticket = cookie_ticket(&app, &cookie).await;
+    let out = sign_out(&app, &cookie).await;
     assert_eq!(out.status, 200);
     let orphan = open_events(&app, &ticket)
         .await
@@ -355,14 +364,7 @@ async fn console_events_send_full_frames_then_deltas_of_real_changes() {
     app.create_room(room_body("ev-b", 0, json!({}))).await;
     let (_, cookie) = sign_in(&app).await;
     // A cookie-minted ticket, as the console does it.
-    let ticket = mint_ticket(
-        &app,
-        app.http
-            .post(format!("{}/api/admin/sse-ticket", app.admin))
-            .header(reqwest::header::COOKIE, &cookie)
-            .header(CSRF.0, CSRF.1),
-    )
-    .await;
+    let ticket = cookie_ticket(&app, &cookie).await;
     let mut stream = open_events(&app, &ticket).await.expect("stream opens");
     let wait = Duration::from_secs(5);
 
@@ -512,27 +514,13 @@ async fn console_event_streams_end_when_the_admin_process_stops() {
 async fn a_console_event_stream_ends_when_its_session_signs_out() {
     let app = spawn_app().await;
     let (_, cookie) = sign_in(&app).await;
-    let ticket = mint_ticket(
-        &app,
-        app.http
-            .post(format!("{}/api/admin/sse-ticket", app.admin))
-            .header(reqwest::header::COOKIE, &cookie)
-            .header(CSRF.0, CSRF.1),
-    )
-    .await;
+    let ticket = cookie_ticket(&app, &cookie).await;
     let mut stream = open_events(&app, &ticket).await.expect("stream opens");
     stream
         .next_frame(Duration::from_secs(5))
         .await
         .expect("first frame");
-    let out = app
-        .send(
-            app.http
-                .delete(format!("{}/api/admin/session", app.admin))
-                .header(reqwest::header::COOKIE, &cookie)
-                .header(CSRF.0, CSRF.1),
-        )
-        .await;
+    let out = sign_out(&app, &cookie).await;
     assert_eq!(out.status, 200);
     // One tick (2 s) at most, with room for a slow machine: no frame goes to a signed-out console.
     assert!(
