@@ -13,10 +13,12 @@
 
 pub mod domain;
 pub mod durable;
+mod environment;
 pub mod history;
 pub mod memory;
 mod notify;
 mod outflow;
+mod rooms;
 mod service;
 mod shutdown;
 pub mod store;
@@ -36,6 +38,7 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 pub use durable::{DurableOptions, DurableStore};
+pub use environment::{Clock, Environment};
 pub use memory::MemoryStore;
 pub use notify::{MailerConfigError, Notifier};
 pub use store::Store;

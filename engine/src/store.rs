@@ -1,6 +1,9 @@
 //! The `Store` trait: every operation the engine offers, each atomic and scoped to one room.
-//! The memory store implements it in-process; a durable store (Valkey + Postgres journal)
-//! implements the same contract, so the gRPC service never knows which one it talks to.
+//! Every change goes through one method, [`Store::execute`], which runs a domain
+//! [`Command`] (the rules live in `domain`, once); reads answer from the room as the store
+//! holds it. The memory store implements it in-process; the durable store (Valkey + Postgres
+//! journal) implements the same contract, so the gRPC service never knows which one it talks
+//! to. The typed helpers (`join`, `flush`, …) are `execute` plus the answer's shape.
 //!
 //! Futures are boxed so the trait stays object-safe (`Arc<dyn Store>`): one allocation per call
 //! is nothing beside a gRPC round trip.
@@ -8,14 +11,15 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use qm_core::ApiError;
 use qm_core::room::RoomState;
+use qm_core::{ApiError, ErrorCode};
 use qm_proto::{RoomInfoReply, RoomView, StatsReply};
 use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::domain::{
-    CheckAnswer, Claim, EjectedFrom, JoinRequest, PlaceAnswer, PlaceStatus, Purged, Room,
+    CheckAnswer, Claim, Command, EjectedFrom, JoinRequest, Outcome, PlaceAnswer, PlaceStatus,
+    Purged, Room,
 };
 
 /// What every store operation returns.
@@ -42,19 +46,24 @@ pub struct RoomWatch {
     pub changes: watch::Receiver<RoomView>,
 }
 
+/// A command answered with an outcome of another kind: a bug, never a visitor's doing.
+fn mismatched(outcome: &Outcome) -> ApiError {
+    ApiError::new(
+        ErrorCode::Internal,
+        format!("the store answered {outcome:?} to a command of another kind"),
+    )
+}
+
 pub trait Store: Send + Sync + 'static {
-    /// Creates or updates a room from a `POST /api/admin/rooms` body, validated and merged
-    /// atomically with the stored room.
-    fn put_room(&self, body: Value) -> StoreFuture<'_, PutOutcome>;
+    /// Runs `command` on the room (a `Put` creates it when there is none) and answers once the
+    /// change is as durable as the store makes changes: an error changes nothing.
+    fn execute(&self, room_id: String, command: Command) -> StoreFuture<'_, Outcome>;
+
     fn get_room(&self, room_id: String) -> StoreFuture<'_, RoomJson>;
     /// Admin room objects in creation order.
     fn list_rooms(&self) -> StoreFuture<'_, Vec<RoomJson>>;
-    /// Removes a room; its generation and seq are remembered for a re-create.
-    fn delete_room(&self, room_id: String) -> StoreFuture<'_, ()>;
     /// What the edge needs to serve a room (`found: false` when there is none).
     fn room_info(&self, room_id: String) -> StoreFuture<'_, RoomInfoReply>;
-
-    fn join(&self, room_id: String, request: JoinRequest) -> StoreFuture<'_, PlaceStatus>;
     fn status(
         &self,
         room_id: String,
@@ -63,17 +72,6 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreFuture<'_, PlaceAnswer>;
     /// The door check; `None` when the room does not exist (counted: the edge fails open).
     fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>>;
-
-    fn set_state(&self, room_id: String, state: RoomState) -> StoreFuture<'_, RoomJson>;
-    fn set_rate(&self, room_id: String, rate_per_minute: u32) -> StoreFuture<'_, RoomJson>;
-    /// Promotes up to `count` waiting tickets now; answers how many passed.
-    fn flush(&self, room_id: String, count: u64) -> StoreFuture<'_, (u64, RoomJson)>;
-    /// Applies a `POST .../schedule` body.
-    fn schedule(&self, room_id: String, body: Value) -> StoreFuture<'_, RoomJson>;
-    fn eject(&self, room_id: String, ticket: u64) -> StoreFuture<'_, (EjectedFrom, RoomJson)>;
-    /// Discards the waiting line and the pre-queue; answers how many of each.
-    fn purge(&self, room_id: String) -> StoreFuture<'_, (Purged, RoomJson)>;
-
     /// One outflow slice for every room, for the calendar second of `now_ms`.
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()>;
     /// Subscribes to a room's views; a missing room reads `exists: false` until it is created.
@@ -82,16 +80,101 @@ pub trait Store: Send + Sync + 'static {
     /// Sightings of the holders of `tickets` now (QM-345): a gateway's report of the streams it
     /// holds open. Best effort and unjournaled; unknown rooms and tickets are ignored.
     fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()>;
-
     /// Runs `read` on the room as this engine holds it (under the room's lock: keep it short),
-    /// for the support lookup. The memory store reads the room itself; the durable store reads
-    /// its replica after catching up from the journal, so it may miss a commit landing during
-    /// the call, and its presence is this engine's sightings only (the outflow decides by the
-    /// ones in Valkey). `room_not_found` for a missing room.
+    /// for the support lookup. The durable store reads its replica after catching up from the
+    /// journal, so it may miss a commit landing during the call, and its presence is this
+    /// engine's sightings. `room_not_found` for a missing room.
     fn read_room<'a>(&'a self, room_id: String, read: RoomReader<'a>) -> StoreFuture<'a, ()>;
 
     /// Whether the store can persist changes now, as it changes (`None`: always ready).
     fn readiness(&self) -> Option<watch::Receiver<bool>> {
         None
+    }
+
+    /// Creates or updates a room from a `POST /api/admin/rooms` body.
+    fn put_room(&self, body: Value) -> StoreFuture<'_, PutOutcome> {
+        Box::pin(async move {
+            let room_id = Command::put_target(&body, qm_core::clock::now_ms())?;
+            let outcome = self.execute(room_id.clone(), Command::Put(body)).await?;
+            let Outcome::Put { created } = outcome else {
+                return Err(mismatched(&outcome));
+            };
+            let room = self.get_room(room_id).await?;
+            Ok(PutOutcome { room, created })
+        })
+    }
+
+    /// Removes a room; its generation and seq are remembered for a re-create.
+    fn delete_room(&self, room_id: String) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            match self.execute(room_id, Command::Delete).await? {
+                Outcome::Deleted => Ok(()),
+                outcome => Err(mismatched(&outcome)),
+            }
+        })
+    }
+
+    fn join(&self, room_id: String, request: JoinRequest) -> StoreFuture<'_, PlaceStatus> {
+        Box::pin(async move {
+            match self.execute(room_id, Command::Join(request)).await? {
+                Outcome::Place(place) => Ok(place),
+                outcome => Err(mismatched(&outcome)),
+            }
+        })
+    }
+
+    fn set_state(&self, room_id: String, state: RoomState) -> StoreFuture<'_, RoomJson> {
+        self.change(room_id, Command::SetState(state))
+    }
+
+    fn set_rate(&self, room_id: String, rate_per_minute: u32) -> StoreFuture<'_, RoomJson> {
+        self.change(room_id, Command::SetRate(rate_per_minute))
+    }
+
+    /// Applies a `POST .../schedule` body.
+    fn schedule(&self, room_id: String, body: Value) -> StoreFuture<'_, RoomJson> {
+        self.change(room_id, Command::Schedule(body))
+    }
+
+    /// A state, rate or schedule change, answered with the room after it.
+    fn change(&self, room_id: String, command: Command) -> StoreFuture<'_, RoomJson> {
+        Box::pin(async move {
+            match self.execute(room_id.clone(), command).await? {
+                Outcome::Changed => self.get_room(room_id).await,
+                outcome => Err(mismatched(&outcome)),
+            }
+        })
+    }
+
+    /// Promotes up to `count` waiting tickets now; answers how many passed.
+    fn flush(&self, room_id: String, count: u64) -> StoreFuture<'_, (u64, RoomJson)> {
+        Box::pin(async move {
+            match self.execute(room_id.clone(), Command::Flush(count)).await? {
+                Outcome::Flushed(passed) => Ok((passed, self.get_room(room_id).await?)),
+                outcome => Err(mismatched(&outcome)),
+            }
+        })
+    }
+
+    fn eject(&self, room_id: String, ticket: u64) -> StoreFuture<'_, (EjectedFrom, RoomJson)> {
+        Box::pin(async move {
+            match self
+                .execute(room_id.clone(), Command::Eject(ticket))
+                .await?
+            {
+                Outcome::Ejected(was) => Ok((was, self.get_room(room_id).await?)),
+                outcome => Err(mismatched(&outcome)),
+            }
+        })
+    }
+
+    /// Discards the waiting line and the pre-queue; answers how many of each.
+    fn purge(&self, room_id: String) -> StoreFuture<'_, (Purged, RoomJson)> {
+        Box::pin(async move {
+            match self.execute(room_id.clone(), Command::Purge).await? {
+                Outcome::Purged(purged) => Ok((purged, self.get_room(room_id).await?)),
+                outcome => Err(mismatched(&outcome)),
+            }
+        })
     }
 }

@@ -3,6 +3,7 @@
 
 use qm_core::room::{EffectiveState, ProtectionMode, RoomConfig, RoomState};
 use qm_core::{ApiError, ErrorCode};
+use rand::Rng;
 
 use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 use super::place::{Claim, LapseReason, PlaceAnswer, PlaceStatus};
@@ -61,7 +62,12 @@ impl Room {
     /// Keeps a claimed place that is still one and belongs to this browser; otherwise mints a
     /// new place at the back of the line (ticket 0 in a bypass room), saying why the claim was
     /// not honoured.
-    pub fn join(&mut self, request: &JoinRequest, now_ms: i64) -> Result<JoinOutcome, ApiError> {
+    pub fn join(
+        &mut self,
+        request: &JoinRequest,
+        now_ms: i64,
+        rng: &mut impl Rng,
+    ) -> Result<JoinOutcome, ApiError> {
         let replaced_reason = match self.join_without_minting(request, now_ms) {
             Ok(place) => {
                 return Ok(JoinOutcome {
@@ -78,7 +84,7 @@ impl Room {
             if let Some(refusal) = self.pre_join_refusal(request) {
                 return Err(refusal);
             }
-            let handle = self.new_handle(&mut rand::rng());
+            let handle = self.new_handle(rng);
             let record = self.pre_join(handle, request, now_ms);
             return Ok(JoinOutcome {
                 place: self.minted_pre_queue_place(handle, replaced_reason, now_ms),
@@ -253,6 +259,19 @@ impl Room {
             return None;
         }
         Some(self.promote(admit, PassedBy::Outflow, Some(credit_after), now_ms))
+    }
+
+    /// Hands this room's outflow to a new holder of its lease: it starts from the credit the
+    /// last holder left (at most one visitor) and admits one second's slice at its first tick,
+    /// never the seconds the lease stood vacant in one burst.
+    pub fn take_over_outflow(&mut self, credit_sixtieths: u64) {
+        self.carry.credit_sixtieths = credit_sixtieths.min(CREDIT_CAP_SIXTIETHS);
+        self.carry.last_tick_second = None;
+    }
+
+    /// The outflow credit carried to the next slice, in sixtieths of a visitor.
+    pub fn outflow_credit(&self) -> u64 {
+        self.carry.credit_sixtieths
     }
 
     /// Operator override: promotes `min(count, waiting)` now, whatever the state, rate and

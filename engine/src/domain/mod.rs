@@ -4,9 +4,11 @@
 
 mod commands;
 mod event;
+mod execute;
 mod place;
 mod prequeue;
 mod presence;
+mod rewind;
 mod room;
 mod summary;
 mod visitors;
@@ -24,11 +26,12 @@ pub use commands::{
     JoinOutcome, JoinRequest, MAX_FLUSH, Purged, check_flush_count, ticket_not_found,
 };
 pub use event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
+pub use execute::{Command, Executed, Outcome};
 pub use place::{
     CheckAction, CheckAnswer, Claim, ClaimedPlace, LapseReason, PlaceAnswer, PlaceStatus,
 };
 pub use prequeue::DEFAULT_PRE_QUEUE_CEILING;
-pub(crate) use prequeue::pre_queue_full;
+pub use rewind::Mark;
 pub use room::{ApplyError, Room, TicketStatus};
 pub use summary::LiveStats;
 pub use visitors::{LookupKeys, MAX_REF_SCAN, RefScan, matching_places};

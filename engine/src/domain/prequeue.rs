@@ -106,6 +106,19 @@ impl PreQueue {
         self.entries.push(entry);
     }
 
+    /// Takes back the newest entry (a pre-join that did not land).
+    pub(crate) fn pop(&mut self) -> Option<PreEntry> {
+        let entry = self.entries.pop()?;
+        self.by_handle.remove(&entry.handle);
+        if let Some(count) = self.by_identity.get_mut(&entry.identity) {
+            *count -= 1;
+            if *count == 0 {
+                self.by_identity.remove(&entry.identity);
+            }
+        }
+        Some(entry)
+    }
+
     fn purge(&mut self) {
         for entry in self.entries.drain(..) {
             self.purged.insert(entry.handle);

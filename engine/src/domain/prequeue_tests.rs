@@ -42,7 +42,9 @@ fn handle_claim(handle: u64) -> Claim {
 
 /// Joins and keeps the record; answers the handle.
 fn pre_join(room: &mut Room, records: &mut Vec<EventRecord>, request: &JoinRequest) -> u64 {
-    let outcome = room.join(request, T0 + 1).expect("pre-queue join");
+    let outcome = room
+        .join(request, T0 + 1, &mut rand::rng())
+        .expect("pre-queue join");
     records.extend(outcome.record);
     outcome.place.handle.expect("a handle")
 }
@@ -50,7 +52,9 @@ fn pre_join(room: &mut Room, records: &mut Vec<EventRecord>, request: &JoinReque
 #[test]
 fn a_join_before_opens_at_enters_the_pre_queue_with_an_opaque_handle() {
     let (mut room, mut records) = drop_room(json!({}));
-    let outcome = room.join(&visitor("s1", "10.0.0.1"), T0 + 1).expect("join");
+    let outcome = room
+        .join(&visitor("s1", "10.0.0.1"), T0 + 1, &mut rand::rng())
+        .expect("join");
     let place = outcome.place;
     assert_eq!(
         (place.ticket, place.position, place.ahead, place.new_place),
@@ -85,17 +89,19 @@ fn a_join_before_opens_at_enters_the_pre_queue_with_an_opaque_handle() {
 #[test]
 fn the_pre_queue_caps_entries_per_identity_and_has_a_ceiling() {
     let (mut room, _) = drop_room(json!({"preQueueMaxPerIp": 2}));
-    room.join(&visitor("a", "10.0.0.1"), T0).expect("first");
-    room.join(&visitor("b", "10.0.0.1"), T0).expect("second");
+    room.join(&visitor("a", "10.0.0.1"), T0, &mut rand::rng())
+        .expect("first");
+    room.join(&visitor("b", "10.0.0.1"), T0, &mut rand::rng())
+        .expect("second");
     let seq = room.seq();
     let refused = room
-        .join(&visitor("c", "10.0.0.1"), T0)
+        .join(&visitor("c", "10.0.0.1"), T0, &mut rand::rng())
         .expect_err("third from one address");
     assert_eq!(refused.code, ErrorCode::PrequeueIdentityLimit);
     assert_eq!(room.seq(), seq, "a refusal records nothing");
-    room.join(&visitor("d", "10.0.0.2"), T0)
+    room.join(&visitor("d", "10.0.0.2"), T0, &mut rand::rng())
         .expect("another address");
-    room.join(&visitor("e", ""), T0)
+    room.join(&visitor("e", ""), T0, &mut rand::rng())
         .expect("no recorded holder is exempt");
 
     let full = JoinRequest {
@@ -103,7 +109,9 @@ fn the_pre_queue_caps_entries_per_identity_and_has_a_ceiling() {
         ..visitor("f", "10.0.0.3")
     };
     assert_eq!(
-        room.join(&full, T0).expect_err("at the ceiling").code,
+        room.join(&full, T0, &mut rand::rng())
+            .expect_err("at the ceiling")
+            .code,
         ErrorCode::PrequeueFull
     );
     assert_eq!(room.pre_count(), 4);
@@ -167,7 +175,7 @@ fn a_handle_is_exchanged_for_its_drawn_ticket_only_by_its_browser() {
     let handle = pre_join(&mut room, &mut records, &visitor("owner", "10.0.0.1"));
     pre_join(&mut room, &mut records, &visitor("other", "10.0.0.2"));
     let early = room
-        .join(&visitor("late", "10.0.0.3"), OPENS)
+        .join(&visitor("late", "10.0.0.3"), OPENS, &mut rand::rng())
         .expect_err("a join after opensAt waits for the draw");
     assert_eq!(early.code, ErrorCode::StorageUnavailable);
     room.draw_if_due(&mut rand::rng(), OPENS).expect("drawn");
@@ -176,13 +184,19 @@ fn a_handle_is_exchanged_for_its_drawn_ticket_only_by_its_browser() {
         claim: Some(handle_claim(handle)),
         ..visitor("owner", "10.0.0.1")
     };
-    let kept = room.join(&keep, OPENS + 1).expect("rejoin").place;
+    let kept = room
+        .join(&keep, OPENS + 1, &mut rand::rng())
+        .expect("rejoin")
+        .place;
     assert!(!kept.new_place && kept.ticket >= 1 && kept.bound);
     let thief = JoinRequest {
         claim: Some(handle_claim(handle)),
         ..visitor("thief", "10.0.0.9")
     };
-    let fresh = room.join(&thief, OPENS + 1).expect("join").place;
+    let fresh = room
+        .join(&thief, OPENS + 1, &mut rand::rng())
+        .expect("join")
+        .place;
     assert_eq!(
         (fresh.ticket, fresh.new_place, fresh.replaced_reason),
         (3, true, Some(LapseReason::Unbound)),

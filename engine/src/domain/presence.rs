@@ -70,6 +70,21 @@ impl Room {
         self.trim_presence(at_ms);
     }
 
+    /// Records sightings each made at its own instant (another engine's, or a store's record of
+    /// them).
+    pub fn see_each(&mut self, sightings: &[(u64, i64)]) {
+        for (ticket, at_ms) in sightings {
+            self.see(*ticket, *at_ms);
+        }
+    }
+
+    /// The oldest sighting that can still decide anything at `now_ms`: a holder last seen
+    /// before it is absent whatever, and a pass granted before it has expired.
+    pub fn sightings_useful_since(&self, now_ms: i64) -> i64 {
+        let window = self.presence_window_ms().unwrap_or(0);
+        now_ms - window.max(self.pass_ttl_ms())
+    }
+
     /// When the holder of `ticket` was last seen: its latest sighting, else its join.
     fn last_seen(&self, ticket: u64, record: &TicketRecord) -> i64 {
         self.presence

@@ -36,7 +36,10 @@ impl Fixture {
             identity: String::new(),
             ..JoinRequest::default()
         };
-        let outcome = self.room.join(&request, at).expect("join");
+        let outcome = self
+            .room
+            .join(&request, at, &mut rand::rng())
+            .expect("join");
         self.records.extend(outcome.record);
         outcome.place.ticket
     }

@@ -76,7 +76,7 @@ proptest! {
                 Operation::Join { identity, holder } => {
                     let session_hash = if holder { format!("s{identity}") } else { String::new() };
                     let request = JoinRequest { claim: None, session_hash, identity: format!("id{identity}"), ..JoinRequest::default() };
-                    room.join(&request, now).ok().and_then(|outcome| outcome.record)
+                    room.join(&request, now, &mut rand::rng()).ok().and_then(|outcome| outcome.record)
                 }
                 Operation::See { pick } => {
                     let ticket = pick % room.next_ticket().max(1);

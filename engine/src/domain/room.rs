@@ -195,6 +195,8 @@ impl Room {
         let at_ms = record.at_ms;
         match &record.event {
             RoomEvent::Created { config, generation } => {
+                // A re-create starts a fresh line after the deleted one; seq carries on.
+                *self = Room::blank(config.clone(), record.seq);
                 self.created = true;
                 self.generation = *generation;
                 self.created_at_ms = at_ms;
@@ -278,7 +280,14 @@ impl Room {
                 self.config.pre_queue_max_per_ip = *pre_queue_max_per_ip;
                 self.updated_at_ms = at_ms;
             }
-            RoomEvent::Deleted => self.deleted = true,
+            RoomEvent::Deleted => {
+                // Only the id's generation and seq outlive a delete (for a re-create).
+                let generation = self.generation;
+                *self = Room::blank(self.config.clone(), record.seq);
+                self.created = true;
+                self.deleted = true;
+                self.generation = generation;
+            }
         }
         Ok(())
     }
@@ -508,7 +517,7 @@ impl Room {
     }
 }
 
-fn release_identity(counts: &mut HashMap<String, u32>, identity: &str) {
+pub(super) fn release_identity(counts: &mut HashMap<String, u32>, identity: &str) {
     if identity.is_empty() {
         return;
     }

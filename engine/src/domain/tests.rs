@@ -26,7 +26,9 @@ fn join(room: &mut Room, session: &str, at: i64) -> PlaceStatus {
         identity: String::new(),
         ..JoinRequest::default()
     };
-    room.join(&request, at).expect("join").place
+    room.join(&request, at, &mut rand::rng())
+        .expect("join")
+        .place
 }
 
 fn claim(ticket: u64) -> Claim {
@@ -214,6 +216,7 @@ fn bypass_rooms_pass_everybody_with_ticket_zero() {
                 ..JoinRequest::default()
             },
             T0 + 4,
+            &mut rand::rng(),
         )
         .expect("join");
     assert!(!again.place.new_place && again.place.passed);
@@ -234,7 +237,10 @@ fn join_keeps_a_bound_claim_and_replaces_the_rest() {
         identity: String::new(),
         ..JoinRequest::default()
     };
-    let kept = room.join(&keep, T0 + 1).expect("join").place;
+    let kept = room
+        .join(&keep, T0 + 1, &mut rand::rng())
+        .expect("join")
+        .place;
     assert_eq!((kept.ticket, kept.new_place, kept.bound), (1, false, true));
 
     let thief = JoinRequest {
@@ -243,7 +249,10 @@ fn join_keeps_a_bound_claim_and_replaces_the_rest() {
         identity: String::new(),
         ..JoinRequest::default()
     };
-    let fresh = room.join(&thief, T0 + 2).expect("join").place;
+    let fresh = room
+        .join(&thief, T0 + 2, &mut rand::rng())
+        .expect("join")
+        .place;
     assert_eq!(
         (fresh.ticket, fresh.replaced_reason),
         (2, Some(LapseReason::Unbound))
@@ -260,6 +269,7 @@ fn join_keeps_a_bound_claim_and_replaces_the_rest() {
                 ..JoinRequest::default()
             },
             T0 + 3,
+            &mut rand::rng(),
         )
         .expect("join");
     assert_eq!(reset.place.replaced_reason, Some(LapseReason::RoomReset));
@@ -275,6 +285,7 @@ fn join_keeps_a_bound_claim_and_replaces_the_rest() {
                 ..JoinRequest::default()
             },
             T0 + 3,
+            &mut rand::rng(),
         )
         .expect("join");
     assert_eq!(
@@ -283,12 +294,18 @@ fn join_keeps_a_bound_claim_and_replaces_the_rest() {
     );
 
     room.flush(1, T0 + 4).expect("flush");
-    let passed = room.join(&keep, T0 + 5).expect("join").place;
+    let passed = room
+        .join(&keep, T0 + 5, &mut rand::rng())
+        .expect("join")
+        .place;
     assert!(
         passed.passed && !passed.new_place,
         "an unexpired pass is kept"
     );
-    let expired = room.join(&keep, T0 + 4 + 10_000).expect("join").place;
+    let expired = room
+        .join(&keep, T0 + 4 + 10_000, &mut rand::rng())
+        .expect("join")
+        .place;
     assert_eq!(expired.replaced_reason, Some(LapseReason::Expired));
 }
 
@@ -301,14 +318,20 @@ fn queue_max_per_ip_caps_waiting_places_per_identity() {
         identity: identity.into(),
         ..JoinRequest::default()
     };
-    room.join(&from("10.0.0.1"), T0).expect("first");
-    room.join(&from("10.0.0.1"), T0).expect("second");
-    let refused = room.join(&from("10.0.0.1"), T0).expect_err("third");
+    room.join(&from("10.0.0.1"), T0, &mut rand::rng())
+        .expect("first");
+    room.join(&from("10.0.0.1"), T0, &mut rand::rng())
+        .expect("second");
+    let refused = room
+        .join(&from("10.0.0.1"), T0, &mut rand::rng())
+        .expect_err("third");
     assert_eq!(refused.code, ErrorCode::QueueIdentityLimit);
-    room.join(&from("10.0.0.2"), T0).expect("another address");
-    room.join(&from(""), T0).expect("no identity is exempt");
+    room.join(&from("10.0.0.2"), T0, &mut rand::rng())
+        .expect("another address");
+    room.join(&from(""), T0, &mut rand::rng())
+        .expect("no identity is exempt");
     room.flush(1, T0).expect("flush");
-    room.join(&from("10.0.0.1"), T0)
+    room.join(&from("10.0.0.1"), T0, &mut rand::rng())
         .expect("a place freed by admission");
 }
 
@@ -540,7 +563,11 @@ fn replay_rebuilds_the_same_room_and_refuses_gaps() {
             identity: format!("ip{index}"),
             ..JoinRequest::default()
         };
-        records.extend(room.join(&request, T0 + index).expect("join").record);
+        records.extend(
+            room.join(&request, T0 + index, &mut rand::rng())
+                .expect("join")
+                .record,
+        );
     }
     records.extend(room.tick(T0 + 1000));
     records.extend(room.tick(T0 + 2000));

@@ -39,7 +39,10 @@ fn join(room: &mut Room, session: &str) -> u64 {
         identity: identity.to_owned(),
         ..JoinRequest::default()
     };
-    room.join(&request, T0).expect("join").place.ticket
+    room.join(&request, T0, &mut rand::rng())
+        .expect("join")
+        .place
+        .ticket
 }
 
 fn visitor(room: &Room, ticket: u64) -> Value {

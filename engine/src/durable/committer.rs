@@ -1,11 +1,12 @@
-//! Group commit: every event the Valkey functions record waits here until Postgres has it.
-//! One task drains whatever has queued while the previous transaction ran and commits it all
-//! in one transaction, so the batch grows with the load and an idle engine commits at once.
-//! A caller is answered only after its event is committed and applied to the replica.
+//! Group commit: every batch of events an engine lands in Valkey waits here until Postgres has
+//! it. One task drains whatever has queued while the previous transaction ran and commits it
+//! all in one transaction, so the batch grows with the load and an idle engine commits at
+//! once. A batch is answered only after its events are committed and applied to the room's
+//! replica.
 //!
 //! A room whose events cannot be committed (Postgres down, or an earlier seq never arrives
-//! because the engine that made it died) is *diverged*: Valkey holds changes the journal does
-//! not. Its waiting callers get 503 `storage_unavailable` and the room is rebuilt from the
+//! because the engine that landed it died) is *diverged*: Valkey holds changes the journal does
+//! not. Its waiting batches get 503 `storage_unavailable` and the room is rebuilt from the
 //! journal, which takes every uncommitted change back.
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,8 +16,8 @@ use std::time::{Duration, Instant};
 use qm_core::{ApiError, ErrorCode};
 use tokio::sync::{mpsc, oneshot};
 
-use super::Shared;
 use super::journal::Run;
+use super::shared::Shared;
 use crate::domain::EventRecord;
 
 /// Most events in one transaction.
@@ -26,8 +27,12 @@ const STALL: Duration = Duration::from_millis(1500);
 /// Pause before looking again at runs that are waiting for an earlier seq.
 const RETRY: Duration = Duration::from_millis(2);
 
+/// The answer a landed batch waits for.
+pub(crate) type Committed = oneshot::Receiver<Result<(), ApiError>>;
+
+/// One landed batch: consecutive events of one room.
 struct Pending {
-    record: EventRecord,
+    records: Vec<EventRecord>,
     queued_at: Instant,
     done: oneshot::Sender<Result<(), ApiError>>,
 }
@@ -36,6 +41,9 @@ struct Item {
     room_id: String,
     pending: Pending,
 }
+
+/// A room's batches waiting for the journal, by first seq.
+type Waiting = HashMap<String, BTreeMap<u64, Pending>>;
 
 #[derive(Clone)]
 pub(crate) struct Committer {
@@ -47,35 +55,38 @@ fn not_committed(message: &str) -> ApiError {
 }
 
 impl Committer {
+    /// Starts the commit task; `shared` is where committed events are applied.
     pub(crate) fn start(shared: Arc<Shared>) -> Committer {
         let (sender, receiver) = mpsc::channel(65_536);
         tokio::spawn(run(shared, receiver));
         Committer { sender }
     }
 
-    /// Waits until `record` is in the journal and applied to the room's replica.
-    pub(crate) async fn commit(&self, room_id: &str, record: EventRecord) -> Result<(), ApiError> {
+    /// Queues a landed batch (non-empty, consecutive seqs); the answer comes once it is in the
+    /// journal and applied to the room's replica.
+    pub(crate) async fn commit(&self, room_id: &str, records: Vec<EventRecord>) -> Committed {
         let (done, answer) = oneshot::channel();
         let item = Item {
             room_id: room_id.to_owned(),
             pending: Pending {
-                record,
+                records,
                 queued_at: Instant::now(),
                 done,
             },
         };
-        self.sender
-            .send(item)
-            .await
-            .map_err(|_| not_committed("the engine is stopping"))?;
+        if let Err(refused) = self.sender.send(item).await {
+            let _ = refused
+                .0
+                .pending
+                .done
+                .send(Err(not_committed("the engine is stopping")));
+        }
         answer
-            .await
-            .map_err(|_| not_committed("the engine is stopping"))?
     }
 }
 
 async fn run(shared: Arc<Shared>, mut receiver: mpsc::Receiver<Item>) {
-    let mut waiting: HashMap<String, BTreeMap<u64, Pending>> = HashMap::new();
+    let mut waiting: Waiting = HashMap::new();
     loop {
         // `None` when the retry pause ran out with nothing new.
         let next = if waiting.is_empty() {
@@ -83,16 +94,14 @@ async fn run(shared: Arc<Shared>, mut receiver: mpsc::Receiver<Item>) {
         } else {
             tokio::time::timeout(RETRY, receiver.recv()).await.ok()
         };
-        match next {
+        let mut events = match next {
             Some(Some(item)) => queue(&shared, &mut waiting, item),
             Some(None) if waiting.is_empty() => return,
-            Some(None) | None => {}
-        }
-        let mut queued = 1;
-        while queued < MAX_BATCH {
+            Some(None) | None => 0,
+        };
+        while events < MAX_BATCH {
             let Ok(item) = receiver.try_recv() else { break };
-            queue(&shared, &mut waiting, item);
-            queued += 1;
+            events += queue(&shared, &mut waiting, item);
         }
         if !waiting.is_empty() {
             commit_batch(&shared, &mut waiting).await;
@@ -100,53 +109,64 @@ async fn run(shared: Arc<Shared>, mut receiver: mpsc::Receiver<Item>) {
     }
 }
 
-fn queue(shared: &Shared, waiting: &mut HashMap<String, BTreeMap<u64, Pending>>, item: Item) {
+/// Files a batch; answers how many events it holds.
+fn queue(shared: &Shared, waiting: &mut Waiting, item: Item) -> usize {
     if shared.is_diverged(&item.room_id) {
         let _ = item.pending.done.send(Err(super::rebuilding()));
-        return;
+        return 0;
     }
+    let Some(first) = item.pending.records.first().map(|record| record.seq) else {
+        let _ = item.pending.done.send(Ok(()));
+        return 0;
+    };
+    let events = item.pending.records.len();
     waiting
         .entry(item.room_id)
         .or_default()
-        .insert(item.pending.record.seq, item.pending);
+        .insert(first, item.pending);
+    events
 }
 
-/// The lowest contiguous run of each room's waiting events.
-fn runs(waiting: &HashMap<String, BTreeMap<u64, Pending>>) -> Vec<Run> {
+/// The lowest contiguous run of each room's waiting batches, and how many batches it spans.
+fn runs(waiting: &Waiting) -> Vec<(Run, usize)> {
     waiting
         .iter()
         .map(|(room_id, pending)| {
-            let mut records = Vec::new();
-            for (seq, item) in pending {
-                if records
-                    .last()
-                    .is_some_and(|last: &EventRecord| last.seq + 1 != *seq)
-                {
+            let mut records: Vec<EventRecord> = Vec::new();
+            let mut batches = 0;
+            for (first, batch) in pending {
+                if records.last().is_some_and(|last| last.seq + 1 != *first) {
                     break;
                 }
-                records.push(item.record.clone());
+                records.extend(batch.records.iter().cloned());
+                batches += 1;
             }
-            Run {
+            let run = Run {
                 room_id: room_id.clone(),
                 records,
-            }
+            };
+            (run, batches)
         })
         .collect()
 }
 
-async fn commit_batch(shared: &Arc<Shared>, waiting: &mut HashMap<String, BTreeMap<u64, Pending>>) {
+async fn commit_batch(shared: &Arc<Shared>, waiting: &mut Waiting) {
     let runs = runs(waiting);
-    match shared.journal.commit(&runs).await {
+    let journal_runs: Vec<Run> = runs.iter().map(|(run, _)| run.clone()).collect();
+    match shared.journal.commit(&journal_runs).await {
         Ok(committed) => {
             shared.set_journal_ok(true);
-            for run in runs.iter().filter(|run| committed.contains(&run.room_id)) {
+            for (run, batches) in runs
+                .iter()
+                .filter(|(run, _)| committed.contains(&run.room_id))
+            {
                 shared.apply_committed(&run.room_id, &run.records).await;
                 let Some(pending) = waiting.get_mut(&run.room_id) else {
                     continue;
                 };
-                for record in &run.records {
-                    if let Some(item) = pending.remove(&record.seq) {
-                        let _ = item.done.send(Ok(()));
+                for _ in 0..*batches {
+                    if let Some((_, batch)) = pending.pop_first() {
+                        let _ = batch.done.send(Ok(()));
                     }
                 }
                 if pending.is_empty() {
@@ -159,7 +179,7 @@ async fn commit_batch(shared: &Arc<Shared>, waiting: &mut HashMap<String, BTreeM
                 .filter(|(_, pending)| {
                     pending
                         .values()
-                        .any(|item| item.queued_at.elapsed() > STALL)
+                        .any(|batch| batch.queued_at.elapsed() > STALL)
                 })
                 .map(|(room_id, _)| room_id.clone())
                 .collect();
@@ -192,14 +212,9 @@ async fn commit_batch(shared: &Arc<Shared>, waiting: &mut HashMap<String, BTreeM
     }
 }
 
-fn fail_room(
-    shared: &Arc<Shared>,
-    waiting: &mut HashMap<String, BTreeMap<u64, Pending>>,
-    room_id: &str,
-    why: &str,
-) {
+fn fail_room(shared: &Arc<Shared>, waiting: &mut Waiting, room_id: &str, why: &str) {
     shared.diverge(room_id);
-    for (_, item) in waiting.remove(room_id).unwrap_or_default() {
-        let _ = item.done.send(Err(not_committed(why)));
+    for (_, batch) in waiting.remove(room_id).unwrap_or_default() {
+        let _ = batch.done.send(Err(not_committed(why)));
     }
 }

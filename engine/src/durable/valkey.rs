@@ -1,14 +1,16 @@
-//! The live queue in Valkey: the `qm` function library (`qm.lua`, loaded with FUNCTION LOAD so
-//! it survives a restart and replicates) and typed calls of its functions. Every key of a room
-//! carries the hash tag `{roomId}`, so a room's keys live on one Valkey Cluster slot.
+//! The live queue's storage in Valkey: the `qm` function library (`qm.lua`, loaded with
+//! FUNCTION LOAD so it survives a restart and replicates) and typed calls of its functions.
+//! Valkey decides nothing about a room: it lands the events an engine decided, in seq order,
+//! only if the engine decided from the room as it stands (compare-and-set on the seq), and
+//! keeps the newest of them so another engine can catch up. Every key of a room carries the
+//! hash tag `{roomId}`, so a room's keys live on one Valkey Cluster slot.
 
 use std::time::Duration;
 
 use fred::prelude::*;
 use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
-use qm_core::room::RoomConfig;
 
-use crate::domain::Room;
+use crate::domain::EventRecord;
 
 const LIBRARY: &str = include_str!("qm.lua");
 /// Set once a Valkey holds rooms rebuilt or written by an engine; a Valkey that answers
@@ -17,78 +19,93 @@ pub(crate) const EPOCH_KEY: &str = "qm:epoch";
 /// Pub/sub channel of committed changes, so every engine's replicas and Watch streams follow.
 pub(crate) const CHANGES_CHANNEL: &str = "qm:changes";
 
-/// A function's reply: `status` is the new seq (> 0), 0 for "nothing changed", or one of the
-/// negative statuses of `qm.lua` (-1, "another engine holds the lease", needs no name: the
-/// tick simply does nothing).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Reply {
-    pub(crate) status: i64,
-    pub(crate) values: Vec<i64>,
-}
-
-impl Reply {
-    pub(crate) fn value(&self, index: usize) -> u64 {
-        self.values.get(index).copied().unwrap_or_default().max(0) as u64
-    }
-
-    /// Every value from `index` on (the ghost tickets a promotion appends).
-    pub(crate) fn values_from(&self, index: usize) -> Vec<u64> {
-        self.values
-            .iter()
-            .skip(index)
-            .map(|value| (*value).max(0) as u64)
-            .collect()
-    }
-}
-
+/// Reply statuses of `qm.lua` (its first block names the same numbers).
+pub(crate) const LEASED_ELSEWHERE: i64 = -1;
 pub(crate) const HELD: i64 = -2;
 pub(crate) const MISSING: i64 = -3;
-pub(crate) const NO_ROOM: i64 = -4;
-pub(crate) const IDENTITY_LIMIT: i64 = -5;
-pub(crate) const BYPASS: i64 = -6;
-pub(crate) const EXISTS: i64 = -7;
-pub(crate) const PRE_QUEUE_FULL: i64 = -8;
-pub(crate) const HANDLE_TAKEN: i64 = -9;
-pub(crate) const DOORS_OPEN: i64 = -10;
-pub(crate) const DRAW_PENDING: i64 = -11;
-pub(crate) const STALE_DRAW: i64 = -12;
-pub(crate) const DOORS_SHUT: i64 = -13;
+pub(crate) const STALE: i64 = -12;
+pub(crate) const RENEWED: i64 = 1;
+pub(crate) const TOOK_OVER: i64 = 2;
 
-/// The keys of one room, in the order `qm.lua` expects them.
-fn keys(room_id: &str) -> Vec<String> {
-    ["m", "h", "p", "t", "i", "l", "s", "n", "q", "qi"]
+/// What became of a batch of events offered to Valkey.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Landing {
+    Landed,
+    /// Another engine landed first: Valkey is at `seq`. `events` are the ones after the seq
+    /// the batch expected, when Valkey still had them all (else empty: read them yourself).
+    Stale {
+        seq: u64,
+        events: Vec<EventRecord>,
+    },
+    /// The room is held for a rebuild.
+    Held,
+    /// Valkey lost the room (it knows nothing of it, though the engine does).
+    Missing,
+}
+
+/// The room's seq in Valkey and the events after a given one.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Tail {
+    /// `events` holds every event after the one asked for, or is empty when Valkey no longer
+    /// has them all.
+    At {
+        seq: u64,
+        events: Vec<EventRecord>,
+    },
+    Held,
+    Missing,
+}
+
+/// The answer to a lease call, with the sightings (ticket, seen-at ms) the holder takes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Lease {
+    Elsewhere,
+    Renewed {
+        sightings: Vec<(u64, i64)>,
+    },
+    TookOver {
+        credit: u64,
+        sightings: Vec<(u64, i64)>,
+    },
+}
+
+/// A reply Valkey should never give: the library and the engine disagree.
+fn malformed(what: &str) -> Error {
+    Error::new(
+        ErrorKind::Parse,
+        format!("qm.lua answered an unexpected {what}"),
+    )
+}
+
+fn integer(value: &Value) -> Result<i64, Error> {
+    value.as_i64().ok_or_else(|| malformed("non-integer"))
+}
+
+/// Events (JSON records) from a reply; `None` if any does not parse.
+fn parse_events(values: &[Value]) -> Option<Vec<EventRecord>> {
+    values
         .iter()
-        .map(|suffix| format!("qm:{{{room_id}}}:{suffix}"))
+        .map(|value| serde_json::from_str(&value.as_string()?).ok())
         .collect()
 }
 
-/// The room facts the functions decide by, as function arguments:
-/// state rate opens maxc ttl qmax pres pqmax.
-pub(crate) fn config_args(config: &RoomConfig) -> [String; 8] {
-    [
-        config.state.as_str().to_owned(),
-        config.rate_per_minute.to_string(),
-        config.opens_at.map(|at| at.to_string()).unwrap_or_default(),
-        config
-            .max_concurrent
-            .map(|max| max.to_string())
-            .unwrap_or_default(),
-        (config.passed_ttl_sec * 1000).to_string(),
-        config
-            .queue_max_per_ip
-            .map(|cap| cap.to_string())
-            .unwrap_or_default(),
-        config
-            .presence_sec
-            .map(|seconds| (seconds * 1000).to_string())
-            .unwrap_or_default(),
-        pre_queue_cap_arg(config.pre_queue_max_per_ip),
-    ]
+fn pairs(values: &[Value]) -> Result<Vec<(u64, i64)>, Error> {
+    values
+        .chunks(2)
+        .map(|pair| match pair {
+            [ticket, at] => Ok((integer(ticket)?.max(0) as u64, integer(at)?)),
+            _ => Err(malformed("odd list of sightings")),
+        })
+        .collect()
 }
 
-/// `preQueueMaxPerIp` as the `pqmax` field ('' = unlimited).
-pub(crate) fn pre_queue_cap_arg(cap: Option<u32>) -> String {
-    cap.map(|cap| cap.to_string()).unwrap_or_default()
+/// The keys of one room, by their `qm.lua` names.
+fn key(room_id: &str, suffix: &str) -> String {
+    format!("qm:{{{room_id}}}:{suffix}")
+}
+
+fn keys(room_id: &str, suffixes: &[&str]) -> Vec<String> {
+    suffixes.iter().map(|suffix| key(room_id, suffix)).collect()
 }
 
 #[derive(Clone)]
@@ -98,7 +115,7 @@ pub(crate) struct Valkey {
 
 impl Valkey {
     /// A client that never re-sends a command that was in flight when its connection closed
-    /// (a join must not run twice), gives up on a command after `timeout`, and keeps
+    /// (a landing must not run twice), gives up on a command after `timeout`, and keeps
     /// reconnecting in the background.
     pub(crate) fn new(url: &str, timeout: Duration) -> Result<Valkey, Error> {
         let config = Config::from_url(url)?;
@@ -130,200 +147,146 @@ impl Valkey {
             .map(|_| ())
     }
 
-    async fn call(&self, function: &str, room_id: &str, args: Vec<String>) -> Result<Reply, Error> {
-        let values: Vec<i64> = self.client.fcall(function, keys(room_id), args).await?;
-        let status = values.first().copied().unwrap_or_default();
-        Ok(Reply {
-            status,
-            values: values.into_iter().skip(1).collect(),
+    /// Calls a function; answers its status and the rest of its reply.
+    async fn call(
+        &self,
+        function: &str,
+        keys: Vec<String>,
+        args: Vec<String>,
+    ) -> Result<(i64, Vec<Value>), Error> {
+        let mut values: Vec<Value> = self.client.fcall(function, keys, args).await?;
+        if values.is_empty() {
+            return Err(malformed("empty reply"));
+        }
+        let status = integer(&values.remove(0))?;
+        Ok((status, values))
+    }
+
+    /// Offers `events` (seq `expected + 1` on) to land on the room at `expected`. Events at or
+    /// below `keep_after` are dropped from Valkey's tail (the journal has them).
+    pub(crate) async fn land(
+        &self,
+        room_id: &str,
+        expected: u64,
+        keep_after: u64,
+        events: &[EventRecord],
+    ) -> Result<Landing, Error> {
+        let mut args = Vec::with_capacity(events.len() + 2);
+        args.push(expected.to_string());
+        args.push(keep_after.to_string());
+        for event in events {
+            args.push(serde_json::to_string(event).map_err(|_| malformed("event"))?);
+        }
+        let (status, rest) = self
+            .call("qm_land", keys(room_id, &["m", "e"]), args)
+            .await?;
+        Ok(match status {
+            HELD => Landing::Held,
+            MISSING => Landing::Missing,
+            STALE => {
+                let seq = rest.first().map(integer).transpose()?.unwrap_or(0).max(0) as u64;
+                let events = parse_events(rest.get(1..).unwrap_or_default()).unwrap_or_default();
+                Landing::Stale { seq, events }
+            }
+            landed if landed > 0 => Landing::Landed,
+            _ => return Err(malformed("landing status")),
         })
     }
 
-    pub(crate) async fn create(
-        &self,
-        room_id: &str,
-        now_ms: i64,
-        generation: u64,
-        config: &RoomConfig,
-    ) -> Result<Reply, Error> {
-        let mut args = vec![now_ms.to_string(), generation.to_string()];
-        args.extend(config_args(config));
-        self.call("qm_create", room_id, args).await
+    /// The room's seq and the events after `after`.
+    pub(crate) async fn tail(&self, room_id: &str, after: u64) -> Result<Tail, Error> {
+        let (status, rest) = self
+            .call(
+                "qm_tail",
+                keys(room_id, &["m", "e"]),
+                vec![after.to_string()],
+            )
+            .await?;
+        Ok(match status {
+            HELD => Tail::Held,
+            MISSING => Tail::Missing,
+            seq if seq >= 0 => Tail::At {
+                seq: seq as u64,
+                events: parse_events(&rest).unwrap_or_default(),
+            },
+            _ => return Err(malformed("tail status")),
+        })
     }
 
-    pub(crate) async fn update(
+    /// Stores `sightings` and asks for the room's outflow lease for `lease`; a holder stores
+    /// `credit` for whoever takes over. Sightings older than `trim_before` are forgotten.
+    pub(crate) async fn lease(
         &self,
         room_id: &str,
-        now_ms: i64,
-        config: &RoomConfig,
-    ) -> Result<Reply, Error> {
-        let mut args = vec![now_ms.to_string()];
-        args.extend(config_args(config));
-        self.call("qm_update", room_id, args).await
-    }
-
-    pub(crate) async fn join(
-        &self,
-        room_id: &str,
-        now_ms: i64,
-        identity: &str,
-        has_holder: bool,
-    ) -> Result<Reply, Error> {
-        let holder = if has_holder { "1" } else { "" };
-        self.call(
-            "qm_join",
-            room_id,
-            vec![now_ms.to_string(), identity.to_owned(), holder.to_owned()],
-        )
-        .await
-    }
-
-    /// Records a batch of sightings `(ticket, seen_at_ms)` of one room (`qm_seen`).
-    pub(crate) async fn seen(
-        &self,
-        room_id: &str,
-        now_ms: i64,
+        engine_id: &str,
+        lease: Duration,
+        credit: u64,
+        trim_before: i64,
         sightings: &[(u64, i64)],
-    ) -> Result<Reply, Error> {
-        let mut args = Vec::with_capacity(1 + sightings.len() * 2);
-        args.push(now_ms.to_string());
+    ) -> Result<Lease, Error> {
+        let mut args = Vec::with_capacity(4 + sightings.len() * 2);
+        args.push(engine_id.to_owned());
+        args.push(lease.as_millis().to_string());
+        args.push(credit.to_string());
+        args.push(trim_before.to_string());
         for (ticket, at_ms) in sightings {
             args.push(ticket.to_string());
             args.push(at_ms.to_string());
         }
-        self.call("qm_seen", room_id, args).await
+        let (status, rest) = self
+            .call("qm_lease", keys(room_id, &["m", "l", "s", "si"]), args)
+            .await?;
+        Ok(match status {
+            LEASED_ELSEWHERE => Lease::Elsewhere,
+            RENEWED => Lease::Renewed {
+                sightings: pairs(&rest)?,
+            },
+            TOOK_OVER => Lease::TookOver {
+                credit: rest.first().map(integer).transpose()?.unwrap_or(0).max(0) as u64,
+                sightings: pairs(rest.get(1..).unwrap_or_default())?,
+            },
+            _ => return Err(malformed("lease status")),
+        })
     }
 
-    pub(crate) async fn tick(
+    /// Replaces the room with one rebuilt from the journal at `seq` (with the outflow `credit`
+    /// and this engine's `sightings`) and lifts the hold.
+    pub(crate) async fn restore(
         &self,
         room_id: &str,
-        now_ms: i64,
-        engine_id: &str,
-        lease: Duration,
-    ) -> Result<Reply, Error> {
-        let args = vec![
-            now_ms.to_string(),
-            engine_id.to_owned(),
-            lease.as_millis().to_string(),
-        ];
-        self.call("qm_tick", room_id, args).await
-    }
-
-    pub(crate) async fn flush(
-        &self,
-        room_id: &str,
-        now_ms: i64,
-        count: u64,
-    ) -> Result<Reply, Error> {
-        self.call(
-            "qm_flush",
-            room_id,
-            vec![now_ms.to_string(), count.to_string()],
-        )
-        .await
-    }
-
-    pub(crate) async fn eject(
-        &self,
-        room_id: &str,
-        now_ms: i64,
-        ticket: u64,
-    ) -> Result<Reply, Error> {
-        self.call(
-            "qm_eject",
-            room_id,
-            vec![now_ms.to_string(), ticket.to_string()],
-        )
-        .await
-    }
-
-    pub(crate) async fn purge(&self, room_id: &str, now_ms: i64) -> Result<Reply, Error> {
-        self.call("qm_purge", room_id, vec![now_ms.to_string()])
-            .await
-    }
-
-    /// Sets one decision field (`rate`, `state` or `opens`) and records an event.
-    /// Sets meta fields (`rate`, `state`, `opens`, `pqmax`) in one recorded change.
-    pub(crate) async fn set(
-        &self,
-        room_id: &str,
-        now_ms: i64,
-        fields: &[(&str, String)],
-    ) -> Result<Reply, Error> {
-        let mut args = vec![now_ms.to_string()];
-        for (field, value) in fields {
-            args.push((*field).to_owned());
-            args.push(value.clone());
-        }
-        self.call("qm_set", room_id, args).await
-    }
-
-    pub(crate) async fn prejoin(
-        &self,
-        room_id: &str,
-        now_ms: i64,
-        handle: u64,
-        identity: &str,
-        ceiling: u64,
-        has_holder: bool,
-    ) -> Result<Reply, Error> {
-        let args = vec![
-            now_ms.to_string(),
-            handle.to_string(),
-            identity.to_owned(),
-            ceiling.to_string(),
-            if has_holder { "1" } else { "0" }.to_owned(),
-        ];
-        self.call("qm_prejoin", room_id, args).await
-    }
-
-    /// Lands a draw built from a replica at `seq`; answers `{seq, first ticket}` or a status.
-    pub(crate) async fn draw(
-        &self,
-        room_id: &str,
-        now_ms: i64,
         seq: u64,
-        order: &[u64],
-    ) -> Result<Reply, Error> {
-        let mut args = Vec::with_capacity(order.len() + 2);
-        args.push(now_ms.to_string());
-        args.push(seq.to_string());
-        args.extend(order.iter().map(u64::to_string));
-        self.call("qm_draw", room_id, args).await
-    }
-
-    pub(crate) async fn delete(&self, room_id: &str, now_ms: i64) -> Result<Reply, Error> {
-        self.call("qm_delete", room_id, vec![now_ms.to_string()])
+        credit: u64,
+        sightings: &[(u64, i64)],
+    ) -> Result<(), Error> {
+        let mut args = vec![seq.to_string(), credit.to_string()];
+        for (ticket, at_ms) in sightings {
+            args.push(ticket.to_string());
+            args.push(at_ms.to_string());
+        }
+        self.call("qm_restore", keys(room_id, &["m", "e", "s", "si"]), args)
             .await
+            .map(|_| ())
     }
 
-    /// Marks the room held: every function refuses it until a restore lifts the hold.
+    /// Marks the room held: every landing is refused until a restore lifts the hold.
     pub(crate) async fn hold(&self, room_id: &str) -> Result<(), Error> {
-        let meta = &keys(room_id)[0];
         self.client
-            .hset::<i64, _, _>(meta.as_str(), ("hold", "1"))
+            .hset::<i64, _, _>(key(room_id, "m"), ("hold", "1"))
             .await
             .map(|_| ())
     }
 
     /// Deletes every key of the room.
     pub(crate) async fn forget(&self, room_id: &str) -> Result<(), Error> {
-        self.client.del::<i64, _>(keys(room_id)).await.map(|_| ())
+        self.client
+            .del::<i64, _>(keys(room_id, &["m", "e", "l", "s", "si"]))
+            .await
+            .map(|_| ())
     }
 
     /// The room's seq in Valkey (`None` when Valkey has no such room at all).
     pub(crate) async fn seq(&self, room_id: &str) -> Result<Option<u64>, Error> {
-        let meta = &keys(room_id)[0];
-        let seq: Option<u64> = self.client.hget(meta.as_str(), "seq").await?;
-        Ok(seq)
-    }
-
-    /// Replaces the room's keys with `room`, a state folded from the journal, and lifts the hold.
-    pub(crate) async fn restore(&self, room: &Room) -> Result<(), Error> {
-        let state = restore_state(room);
-        self.call("qm_restore", room.room_id(), vec![state.to_string()])
-            .await
-            .map(|_| ())
+        self.client.hget(key(room_id, "m"), "seq").await
     }
 
     pub(crate) async fn epoch(&self) -> Result<Option<String>, Error> {
@@ -344,96 +307,37 @@ impl Valkey {
     }
 }
 
-/// The `qm_restore` argument: every field the functions read, from a room folded from its
-/// journal.
-fn restore_state(room: &Room) -> serde_json::Value {
-    let config = room.config();
-    let [state, rate, opens, maxc, ttl, qmax, pres, pqmax] = config_args(config);
-    let identities: Vec<serde_json::Value> = (room.head..room.next_ticket)
-        .filter_map(|ticket| {
-            let record = room.ticket(ticket)?;
-            (record.status == crate::domain::TicketStatus::Waiting && !record.identity.is_empty())
-                .then(|| serde_json::json!([ticket, record.identity]))
-        })
-        .collect();
-    let passes_where = |slotless: bool| -> Vec<serde_json::Value> {
-        room.passes
-            .iter()
-            .filter(|pass| pass.slotless == slotless)
-            .map(|pass| serde_json::json!([pass.ticket, pass.at_ms]))
-            .collect()
-    };
-    let (passes, slotless) = (passes_where(false), passes_where(true));
-    let (seen, holderless) = restore_presence(room);
-    serde_json::json!({
-        "meta": {
-            "seq": room.seq,
-            "gen": room.generation,
-            "exists": if room.deleted { "0" } else { "1" },
-            "next": room.next_ticket,
-            "head": room.head,
-            "state": state, "rate": rate, "opens": opens, "maxc": maxc, "ttl": ttl, "qmax": qmax,
-            "pres": pres,
-            "pqmax": pqmax,
-            "credit": room.carry.credit_sixtieths,
-            "lastsec": "",
-        },
-        "holes": room.holes,
-        "passes": passes,
-        "slotless": slotless,
-        "identities": identities,
-        "seen": seen,
-        "holderless": holderless,
-        // Handles as strings: Lua numbers print large integers in exponent form.
-        "prequeue": room
-            .pre_queue
-            .entries
-            .iter()
-            .map(|entry| {
-                let holder = if entry.session_hash.is_empty() { "0" } else { "1" };
-                serde_json::json!([entry.handle.to_string(), entry.identity, holder])
-            })
-            .collect::<Vec<_>>(),
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The presence a restore puts back (the `s` key of `qm.lua`): the replica's sightings (at
-/// least each join) of waiting tickets and live passes with a holder, a holderless pass as seen
-/// at its grant, and the holderless waiting tickets (always present, `+inf`).
-fn restore_presence(room: &Room) -> (Vec<serde_json::Value>, Vec<u64>) {
-    use crate::domain::TicketStatus;
-    let mut seen = Vec::new();
-    let mut holderless = Vec::new();
-    for pass in &room.passes {
-        if let Some(record) = room.ticket(pass.ticket) {
-            let at_ms = if record.session_hash.is_empty() {
-                pass.at_ms
-            } else {
-                room.presence
-                    .get(&pass.ticket)
-                    .copied()
-                    .unwrap_or(record.joined_at_ms)
-            };
-            seen.push(serde_json::json!([pass.ticket, at_ms]));
-        }
+    /// Every number `qm.lua` names in its status block, and the engine's name for it.
+    #[test]
+    fn the_statuses_both_languages_name_are_equal() {
+        let engine = [
+            ("LEASED_ELSEWHERE", LEASED_ELSEWHERE),
+            ("HELD", HELD),
+            ("MISSING", MISSING),
+            ("STALE", STALE),
+            ("RENEWED", RENEWED),
+            ("TOOK_OVER", TOOK_OVER),
+        ];
+        let lua: Vec<(String, i64)> = LIBRARY
+            .lines()
+            .filter_map(|line| {
+                let (name, value) = line.strip_prefix("local ")?.split_once(" = ")?;
+                let value: i64 = value.trim().parse().ok()?;
+                Some((name.to_owned(), value))
+            })
+            .filter(|(name, _)| name != "MAX_STALE_EVENTS")
+            .collect();
+        let engine: Vec<(String, i64)> = engine
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), *value))
+            .collect();
+        assert_eq!(
+            lua, engine,
+            "qm.lua's statuses and valkey.rs's agree, in order"
+        );
     }
-    for ticket in room.head..room.next_ticket {
-        let Some(record) = room.ticket(ticket) else {
-            continue;
-        };
-        if record.status != TicketStatus::Waiting {
-            continue;
-        }
-        if record.session_hash.is_empty() {
-            holderless.push(ticket);
-        } else {
-            let at_ms = room
-                .presence
-                .get(&ticket)
-                .copied()
-                .unwrap_or(record.joined_at_ms);
-            seen.push(serde_json::json!([ticket, at_ms]));
-        }
-    }
-    (seen, holderless)
 }

@@ -3,8 +3,12 @@
 use qm_core::ErrorCode;
 use serde_json::json;
 
+use qm_core::clock::now_ms;
+use qm_core::room::RoomState;
+use serde_json::Value;
+
 use super::*;
-use crate::domain::ClaimedPlace;
+use crate::domain::{ClaimedPlace, EjectedFrom, JoinRequest};
 
 fn room_body(id: &str) -> Value {
     json!({"id": id, "targetUrl": "https://shop.example.com/", "ratePerMinute": 600})
@@ -282,9 +286,8 @@ async fn sightings_come_from_proved_statuses_kept_joins_and_seen_reports() {
         place: ClaimedPlace::Ticket(ticket),
     };
     let sighted = |ticket: u64| {
-        let slot = store.slot("seen").expect("room");
-        let room = lock(&slot.room);
-        room.presence.contains_key(&ticket)
+        let slot = store.rooms.get("seen").expect("room");
+        slot.read(|room| room.presence.contains_key(&ticket))
     };
     // The ownership cookie proves the place: a sighting. A token alone is not.
     store

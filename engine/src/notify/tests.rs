@@ -8,16 +8,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use qm_core::config::Config;
-use qm_core::room::RoomState;
 use qm_proto::engine::{place_reply, place_status};
 use qm_proto::{PlaceReply, RoomInfoReply, StatsReply};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::task::JoinSet;
 
 use super::*;
 use crate::MemoryStore;
-use crate::domain::{CheckAnswer, EjectedFrom, PlaceStatus};
-use crate::store::{PutOutcome, RoomJson, RoomWatch, StoreFuture};
+use crate::domain::{CheckAnswer, Command, Outcome};
+use crate::store::{RoomJson, RoomWatch, StoreFuture};
 
 /// The memory store, with pre-queue handles: `handles[q]` is `None` before the draw and the
 /// drawn ticket after it.
@@ -33,17 +32,14 @@ impl DrawStore {
 }
 
 impl Store for DrawStore {
-    fn put_room(&self, body: Value) -> StoreFuture<'_, PutOutcome> {
-        self.inner.put_room(body)
+    fn execute(&self, room_id: String, command: Command) -> StoreFuture<'_, Outcome> {
+        self.inner.execute(room_id, command)
     }
     fn get_room(&self, room_id: String) -> StoreFuture<'_, RoomJson> {
         self.inner.get_room(room_id)
     }
     fn list_rooms(&self) -> StoreFuture<'_, Vec<RoomJson>> {
         self.inner.list_rooms()
-    }
-    fn delete_room(&self, room_id: String) -> StoreFuture<'_, ()> {
-        self.inner.delete_room(room_id)
     }
     fn room_info(&self, room_id: String) -> StoreFuture<'_, RoomInfoReply> {
         self.inner.room_info(room_id)
@@ -54,9 +50,6 @@ impl Store for DrawStore {
         read: crate::store::RoomReader<'a>,
     ) -> StoreFuture<'a, ()> {
         self.inner.read_room(room_id, read)
-    }
-    fn join(&self, room_id: String, request: JoinRequest) -> StoreFuture<'_, PlaceStatus> {
-        self.inner.join(room_id, request)
     }
     fn status(
         &self,
@@ -97,24 +90,6 @@ impl Store for DrawStore {
     }
     fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>> {
         self.inner.check(room_id, claim)
-    }
-    fn set_state(&self, room_id: String, state: RoomState) -> StoreFuture<'_, RoomJson> {
-        self.inner.set_state(room_id, state)
-    }
-    fn set_rate(&self, room_id: String, rate_per_minute: u32) -> StoreFuture<'_, RoomJson> {
-        self.inner.set_rate(room_id, rate_per_minute)
-    }
-    fn flush(&self, room_id: String, count: u64) -> StoreFuture<'_, (u64, RoomJson)> {
-        self.inner.flush(room_id, count)
-    }
-    fn schedule(&self, room_id: String, body: Value) -> StoreFuture<'_, RoomJson> {
-        self.inner.schedule(room_id, body)
-    }
-    fn eject(&self, room_id: String, ticket: u64) -> StoreFuture<'_, (EjectedFrom, RoomJson)> {
-        self.inner.eject(room_id, ticket)
-    }
-    fn purge(&self, room_id: String) -> StoreFuture<'_, (crate::domain::Purged, RoomJson)> {
-        self.inner.purge(room_id)
     }
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {
         self.inner.tick(now_ms)
