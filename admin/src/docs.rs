@@ -37,7 +37,7 @@ where
         .route("/docs/assets/{file}", get(stylesheet))
         .route("/docs/{name}", get(english_guide))
         // The same 405 envelope as every other path of this process.
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 /// Why a documentation request has no page.
@@ -102,7 +102,7 @@ async fn stylesheet(Path(file): Path<String>) -> Result<Response, AppError> {
         [
             (
                 CONTENT_TYPE,
-                HeaderValue::from_static(qm_web::CSS_CONTENT_TYPE),
+                HeaderValue::from_static(qm_http::CSS_CONTENT_TYPE),
             ),
             (
                 CACHE_CONTROL,

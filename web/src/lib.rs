@@ -4,9 +4,7 @@
 
 use std::sync::LazyLock;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use sha2::{Digest, Sha256};
+use qm_http::{CSS_CONTENT_TYPE, HashedAsset, JS_CONTENT_TYPE};
 
 pub mod docs;
 pub(crate) mod sentences;
@@ -23,33 +21,6 @@ const WAITING_UI_JS: &str = include_str!("../assets/waiting-ui.js");
 const WAITING_NOTIFY_JS: &str = include_str!("../assets/waiting-notify.js");
 const NOT_FOUND_HTML: &str = include_str!("../assets/not-found.html");
 
-/// Content type of the stylesheet.
-pub const CSS_CONTENT_TYPE: &str = "text/css; charset=utf-8";
-/// Content type of the scripts.
-pub const JS_CONTENT_TYPE: &str = "text/javascript; charset=utf-8";
-
-/// One embedded asset and the hashed file name it is served under (`<stem>-<hash>.<ext>`).
-pub struct HashedAsset {
-    pub file_name: String,
-    pub content_type: &'static str,
-    pub body: &'static str,
-}
-
-impl HashedAsset {
-    pub fn new(
-        stem: &str,
-        extension: &str,
-        content_type: &'static str,
-        body: &'static str,
-    ) -> HashedAsset {
-        HashedAsset {
-            file_name: format!("{stem}-{}.{extension}", content_hash(body.as_bytes())),
-            content_type,
-            body,
-        }
-    }
-}
-
 /// Hashed once per process: the names are a pure function of the embedded files.
 static ASSETS: LazyLock<[HashedAsset; 4]> = LazyLock::new(|| {
     [
@@ -59,13 +30,6 @@ static ASSETS: LazyLock<[HashedAsset; 4]> = LazyLock::new(|| {
         HashedAsset::new("waiting-notify", "js", JS_CONTENT_TYPE, WAITING_NOTIFY_JS),
     ]
 });
-
-/// The spec's asset hash: the first 22 characters of the unpadded base64url SHA-256 of the file.
-pub fn content_hash(bytes: &[u8]) -> String {
-    let mut encoded = URL_SAFE_NO_PAD.encode(Sha256::digest(bytes));
-    encoded.truncate(22);
-    encoded
-}
 
 /// An asset by its served file name (`waiting-<hash>.css`): its content type and bytes.
 pub fn asset(name: &str) -> Option<(&'static str, &'static [u8])> {
@@ -279,6 +243,7 @@ pub(crate) fn escape_html(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qm_http::content_hash;
     use serde_json::json;
 
     fn plain_view() -> PageView {
@@ -335,12 +300,6 @@ mod tests {
         assert!(asset_or_kept(&old_css, &[]).is_none());
         let current = waiting_css_path().trim_start_matches("/assets/").to_owned();
         assert!(asset_or_kept(&current, &[]).is_some());
-    }
-
-    #[test]
-    fn the_hash_is_22_characters_of_base64url_sha256() {
-        // SHA-256("") = e3b0c442...; base64url of it starts with 47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU.
-        assert_eq!(content_hash(b""), "47DEQpj8HBSa-_TImW-5JC");
     }
 
     #[test]

@@ -9,7 +9,9 @@
 
 use std::sync::LazyLock;
 
-use crate::{Locale, content_hash, escape_html, fill_template};
+use qm_http::content_hash;
+
+use crate::{Locale, escape_html, fill_template};
 
 mod catalogue;
 mod links;
