@@ -1,6 +1,6 @@
 //! The public documentation pages of the admin process: `/progress`, `/docs`, `/docs/:name`,
 //! `/docs/th` and `/docs/th/:name` (the spec's unversioned surface). They carry no credential and
-//! need none: they are the guides that ship with every build, rendered by `qm_web::docs` from the
+//! need none: they are the guides that ship with every build, rendered by `qm_docs` from the
 //! markdown embedded at build time, for readers who only ever see the running server.
 //!
 //! The pages change only with a build, so they are sent with `Cache-Control: no-cache` and a
@@ -17,8 +17,7 @@ use http::header::{
 };
 use http::{HeaderMap, HeaderValue, StatusCode};
 use qm_core::ErrorCode;
-use qm_web::Locale;
-use qm_web::docs::{self, DocPage};
+use qm_docs::{self as docs, DocPage, Locale};
 
 use crate::AppError;
 

@@ -6,7 +6,9 @@ use std::sync::LazyLock;
 
 use qm_http::{CSS_CONTENT_TYPE, HashedAsset, JS_CONTENT_TYPE};
 
-pub mod docs;
+use crate::html::{escape_html, fill_template};
+
+pub mod html;
 pub(crate) mod sentences;
 mod view;
 
@@ -166,36 +168,6 @@ fn logo_html(config_json: &serde_json::Value, locale: Locale) -> String {
     }
 }
 
-/// Fills every `{{NAME}}` of `template` in one pass, so text that came from a room (a title, a
-/// message) is never itself scanned for placeholders. An unknown name is left as it is.
-fn fill_template(template: &str, values: &[(&str, String)]) -> String {
-    let mut filled = String::with_capacity(template.len() + 1024);
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        filled.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let value = after.find("}}").and_then(|end| {
-            let name = &after[..end];
-            values
-                .iter()
-                .find(|(key, _)| *key == name)
-                .map(|(_, value)| (value, end))
-        });
-        match value {
-            Some((value, end)) => {
-                filled.push_str(value);
-                rest = &after[end + 2..];
-            }
-            None => {
-                filled.push_str("{{");
-                rest = after;
-            }
-        }
-    }
-    filled.push_str(rest);
-    filled
-}
-
 /// The page for a path that names no room (an invalid room id).
 pub fn not_found_page() -> String {
     NOT_FOUND_HTML.replace("{{CSS_HREF}}", &waiting_css_path())
@@ -223,21 +195,6 @@ fn json_for_script_element(value: &serde_json::Value) -> String {
         .replace('<', "\\u003c")
         .replace('>', "\\u003e")
         .replace('&', "\\u0026")
-}
-
-pub(crate) fn escape_html(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            other => escaped.push(other),
-        }
-    }
-    escaped
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! The script renders the same states live; this half exists because a visitor without
 //! JavaScript has no second way to hold or recover a place (spec, Visitor: lapsed).
 
-use crate::escape_html;
+use crate::html::escape_html;
 use crate::sentences::*;
 
 /// How often a visitor without JavaScript sees their place re-read (meta refresh).
