@@ -9,12 +9,12 @@ use qm_http::{CSS_CONTENT_TYPE, HashedAsset, JS_CONTENT_TYPE};
 use crate::html::{escape_html, fill_template};
 
 pub mod html;
+mod locale;
 pub(crate) mod sentences;
 mod view;
 
-pub use view::{
-    JoinNotice, Lapsed, Locale, NOSCRIPT_REFRESH_SEC, OperatorMessage, PageView, PlaceView,
-};
+pub use locale::Locale;
+pub use view::{JoinNotice, Lapsed, NOSCRIPT_REFRESH_SEC, OperatorMessage, PageView, PlaceView};
 
 const WAITING_HTML: &str = include_str!("../assets/waiting.html");
 const WAITING_CSS: &str = include_str!("../assets/waiting.css");
