@@ -17,7 +17,7 @@ use subtle::ConstantTimeEq;
 
 use crate::AdminState;
 use crate::session::{Principal, console_cookies};
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// Query parameters that look like a credential.
 const CREDENTIAL_PARAMS: &[&str] = &[

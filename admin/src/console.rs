@@ -22,7 +22,7 @@ use http::header::{
     X_FRAME_OPTIONS,
 };
 use qm_core::ErrorCode;
-use qm_web::HashedAsset;
+use qm_http::HashedAsset;
 use serde_json::json;
 
 use crate::AppError;
@@ -49,26 +49,26 @@ pub(crate) const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'self'; scri
 /// console.
 static ASSETS: LazyLock<[HashedAsset; 5]> = LazyLock::new(|| {
     [
-        HashedAsset::new("console", "css", qm_web::CSS_CONTENT_TYPE, CONSOLE_CSS),
+        HashedAsset::new("console", "css", qm_http::CSS_CONTENT_TYPE, CONSOLE_CSS),
         HashedAsset::new(
             "console-draw",
             "js",
-            qm_web::JS_CONTENT_TYPE,
+            qm_http::JS_CONTENT_TYPE,
             CONSOLE_DRAW_JS,
         ),
         HashedAsset::new(
             "console-form",
             "js",
-            qm_web::JS_CONTENT_TYPE,
+            qm_http::JS_CONTENT_TYPE,
             CONSOLE_FORM_JS,
         ),
         HashedAsset::new(
             "console-visitors",
             "js",
-            qm_web::JS_CONTENT_TYPE,
+            qm_http::JS_CONTENT_TYPE,
             CONSOLE_VISITORS_JS,
         ),
-        HashedAsset::new("console", "js", qm_web::JS_CONTENT_TYPE, CONSOLE_JS),
+        HashedAsset::new("console", "js", qm_http::JS_CONTENT_TYPE, CONSOLE_JS),
     ]
 });
 
@@ -109,7 +109,7 @@ where
     Router::new()
         .route("/", get(page))
         .route("/assets/{name}", get(asset))
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 /// GET /. `no-cache`: a deploy is seen at the next load, and the page names the new assets.
@@ -137,7 +137,7 @@ async fn asset(Path(name): Path<String>) -> Result<Response, AppError> {
         .iter()
         .find(|asset| asset.file_name == name)
         .ok_or_else(|| AppError::new(ErrorCode::NotFound, "no such asset in this build"))?;
-    Ok(qm_edge::immutable_asset(
+    Ok(qm_http::immutable_asset(
         asset.content_type,
         asset.body.as_bytes(),
     ))
@@ -151,7 +151,7 @@ mod tests {
     fn assets_are_named_by_their_content_hash_and_linked_from_the_page() {
         let css = format!(
             "console-{}.css",
-            qm_web::content_hash(CONSOLE_CSS.as_bytes())
+            qm_http::content_hash(CONSOLE_CSS.as_bytes())
         );
         assert_eq!(ASSETS[0].file_name, css);
         assert!(PAGE.contains(&format!("href=\"/assets/{css}\"")));
@@ -165,7 +165,7 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            let js = format!("{stem}-{}.js", qm_web::content_hash(body.as_bytes()));
+            let js = format!("{stem}-{}.js", qm_http::content_hash(body.as_bytes()));
             assert_eq!(ASSETS[index + 1].file_name, js);
             let linked = PAGE
                 .find(&format!("src=\"/assets/{js}\""))

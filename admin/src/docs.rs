@@ -1,6 +1,6 @@
 //! The public documentation pages of the admin process: `/progress`, `/docs`, `/docs/:name`,
 //! `/docs/th` and `/docs/th/:name` (the spec's unversioned surface). They carry no credential and
-//! need none: they are the guides that ship with every build, rendered by `qm_web::docs` from the
+//! need none: they are the guides that ship with every build, rendered by `qm_docs` from the
 //! markdown embedded at build time, for readers who only ever see the running server.
 //!
 //! The pages change only with a build, so they are sent with `Cache-Control: no-cache` and a
@@ -17,8 +17,7 @@ use http::header::{
 };
 use http::{HeaderMap, HeaderValue, StatusCode};
 use qm_core::ErrorCode;
-use qm_web::Locale;
-use qm_web::docs::{self, DocPage};
+use qm_docs::{self as docs, DocPage, Locale};
 
 use crate::AppError;
 
@@ -37,7 +36,7 @@ where
         .route("/docs/assets/{file}", get(stylesheet))
         .route("/docs/{name}", get(english_guide))
         // The same 405 envelope as every other path of this process.
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 /// Why a documentation request has no page.
@@ -102,7 +101,7 @@ async fn stylesheet(Path(file): Path<String>) -> Result<Response, AppError> {
         [
             (
                 CONTENT_TYPE,
-                HeaderValue::from_static(qm_web::CSS_CONTENT_TYPE),
+                HeaderValue::from_static(qm_http::CSS_CONTENT_TYPE),
             ),
             (
                 CACHE_CONTROL,

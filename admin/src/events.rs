@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use crate::AdminState;
 use crate::auth::{AuthError, Authenticated, Credential, authenticate};
 use crate::frames::{FrameSequence, Sparkline, totals};
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// How long a ticket may wait to be redeemed.
 pub(crate) const TICKET_TTL: Duration = Duration::from_secs(30);
@@ -93,7 +93,7 @@ pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
         .route("/sse-ticket", post(mint_ticket))
         .route("/events", get(events))
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 async fn mint_ticket(caller: Authenticated, State(state): State<AdminState>) -> Response {

@@ -10,12 +10,12 @@ use serde_json::{Value, json};
 
 use crate::AdminState;
 use crate::auth::Authenticated;
-use qm_edge::AppError;
+use qm_http::AppError;
 
 pub(crate) fn admin_routes() -> Router<AdminState> {
     Router::new()
         .route("/health", get(admin_health))
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 /// 200 when the engine answers its health check, 503 naming what is missing otherwise.

@@ -25,7 +25,7 @@ use qm_proto::EngineClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
-pub use qm_edge::AppError;
+pub use qm_http::AppError;
 
 /// Cheap handles shared by every handler.
 #[derive(Clone)]
@@ -78,7 +78,7 @@ impl AdminApp {
             .route("/healthz", get(health::healthz))
             .merge(console::routes())
             .merge(docs::routes())
-            .fallback(qm_edge::not_found)
+            .fallback(qm_http::not_found)
             .with_state(self.state.clone())
     }
 
@@ -97,6 +97,6 @@ impl AdminApp {
             // Event streams see this first and end, so they do not hold the drain open.
             stopping.send_replace(true);
         };
-        qm_edge::serve(listener, router, shutdown, drain).await
+        qm_http::serve(listener, router, shutdown, drain).await
     }
 }

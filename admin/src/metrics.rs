@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::AdminState;
 use crate::auth::Authenticated;
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// The ranges a chart may ask for, and their length. The engine keeps one hour.
 const RANGES: &[(&str, i64)] = &[
@@ -29,7 +29,7 @@ const DEFAULT_RANGE: &str = "15m";
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
         .route("/metrics", get(metrics))
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 #[derive(Debug, Deserialize)]

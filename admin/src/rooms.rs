@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::AdminState;
 use crate::auth::Authenticated;
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// Largest flush an operator can ask for in one call.
 const MAX_FLUSH: u64 = 1_000_000;
@@ -32,7 +32,7 @@ pub(crate) fn routes() -> Router<AdminState> {
         .route("/rooms/{id}/schedule", post(schedule))
         .route("/rooms/{id}/eject", post(eject))
         .route("/rooms/{id}/purge", post(purge))
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 fn room_id(id: String) -> Result<String, AppError> {

@@ -28,7 +28,7 @@ use subtle::ConstantTimeEq;
 
 use crate::AdminState;
 use crate::auth::{AuthError, has_csrf_header, refuse_query_credential};
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// The console cookie's name.
 pub(crate) const COOKIE_NAME: &str = "qm_console";
@@ -209,7 +209,7 @@ fn cookie_header(value: &str, max_age_sec: u64, secure: bool) -> Option<HeaderVa
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
         .route("/session", get(who).post(sign_in).delete(sign_out))
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 type JsonBody = Result<Json<Value>, axum::extract::rejection::JsonRejection>;

@@ -19,12 +19,12 @@ use serde_json::Value;
 
 use crate::AdminState;
 use crate::auth::Authenticated;
-use qm_edge::AppError;
+use qm_http::AppError;
 
 pub(crate) fn routes() -> Router<AdminState> {
     Router::new()
         .route("/rooms/{id}/visitors", get(lookup))
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 fn query_error(message: &str) -> AppError {

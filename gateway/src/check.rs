@@ -30,7 +30,7 @@ use crate::cookies::{RequestCookies, queue_cookie_name};
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams, forwarded_scheme, request_host};
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// The longest vouched address or agent taken from the query.
 const MAX_VOUCHED_LEN: usize = 256;

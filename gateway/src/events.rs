@@ -36,7 +36,7 @@ use crate::rate_limit::StreamPermit;
 use crate::refresh::{Renewal, engine_grants_refresh, is_due, stream_refresh_at_ms};
 use crate::request::{ClientAddress, QueryParams};
 use crate::status_body::{lapsed_fields, place_fields, view_fields, with_now_here};
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// A status frame goes out at least this often, changed or not.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);

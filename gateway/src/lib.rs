@@ -35,7 +35,7 @@ use qm_proto::EngineClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
-pub use qm_edge::AppError;
+pub use qm_http::AppError;
 
 use crate::hub::RoomHubs;
 use crate::places::TokenCheck;
@@ -125,8 +125,8 @@ impl GatewayApp {
             )
             .route("/assets/{name}", get(pages::asset))
             .route("/__qm/assets/{name}", get(pages::asset))
-            .method_not_allowed_fallback(qm_edge::method_not_allowed)
-            .fallback(qm_edge::not_found)
+            .method_not_allowed_fallback(qm_http::method_not_allowed)
+            .fallback(qm_http::not_found)
             .with_state(self.state.clone())
     }
 
@@ -145,7 +145,7 @@ impl GatewayApp {
             // Streams see this first and end, so the graceful drain is not held open by them.
             stopping.send_replace(true);
         };
-        qm_edge::serve(listener, router, shutdown, drain).await
+        qm_http::serve(listener, router, shutdown, drain).await
     }
 }
 
@@ -178,7 +178,7 @@ fn contract_routes() -> Router<GatewayState> {
             "/version",
             get(health::version).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
         )
-        .method_not_allowed_fallback(qm_edge::method_not_allowed)
+        .method_not_allowed_fallback(qm_http::method_not_allowed)
 }
 
 /// OPTIONS on a same-origin route: the verbs it takes, and never an allowed origin, exactly as

@@ -21,7 +21,7 @@ use crate::GatewayState;
 use crate::cookies::RequestCookies;
 use crate::places::{PresentedPlace, presented_session_hash};
 use crate::request::{ClientAddress, JsonObject};
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// The longest token a notify body may carry (as for a join).
 const MAX_TOKEN_FIELD_LEN: usize = 4096;

@@ -407,8 +407,8 @@ pub(crate) fn page_response(status: StatusCode, html: String) -> Response {
 /// earlier builds WAITING_ASSETS_KEEP lists.
 pub(crate) async fn asset(State(state): State<GatewayState>, Path(name): Path<String>) -> Response {
     match qm_web::asset_or_kept(&name, &state.config.waiting_assets_keep) {
-        Some((content_type, body)) => qm_edge::immutable_asset(content_type, body),
-        None => qm_edge::AppError::new(qm_core::ErrorCode::NotFound, "no such asset in this build")
+        Some((content_type, body)) => qm_http::immutable_asset(content_type, body),
+        None => qm_http::AppError::new(qm_core::ErrorCode::NotFound, "no such asset in this build")
             .into_response(),
     }
 }

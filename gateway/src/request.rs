@@ -12,7 +12,7 @@ use qm_core::ErrorCode;
 use qm_core::config::TrustedProxies;
 use serde_json::{Map, Value};
 
-use qm_edge::AppError;
+use qm_http::AppError;
 
 use crate::GatewayState;
 

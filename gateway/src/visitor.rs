@@ -24,7 +24,7 @@ use crate::protection::bot_score;
 use crate::refresh::{Renewal, drawn_place, engine_grants_refresh, is_due};
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
 use crate::status_body::{lapsed_fields, place_fields_with_ref, with_now};
-use qm_edge::AppError;
+use qm_http::AppError;
 
 /// The longest token a join body may carry.
 const MAX_TOKEN_FIELD_LEN: usize = 4096;

@@ -4,17 +4,17 @@
 
 use std::sync::LazyLock;
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use sha2::{Digest, Sha256};
+use qm_http::{CSS_CONTENT_TYPE, HashedAsset, JS_CONTENT_TYPE};
 
-pub mod docs;
+use crate::html::{escape_html, fill_template};
+
+pub mod html;
+mod locale;
 pub(crate) mod sentences;
 mod view;
 
-pub use view::{
-    JoinNotice, Lapsed, Locale, NOSCRIPT_REFRESH_SEC, OperatorMessage, PageView, PlaceView,
-};
+pub use locale::Locale;
+pub use view::{JoinNotice, Lapsed, NOSCRIPT_REFRESH_SEC, OperatorMessage, PageView, PlaceView};
 
 const WAITING_HTML: &str = include_str!("../assets/waiting.html");
 const WAITING_CSS: &str = include_str!("../assets/waiting.css");
@@ -22,33 +22,6 @@ const WAITING_JS: &str = include_str!("../assets/waiting.js");
 const WAITING_UI_JS: &str = include_str!("../assets/waiting-ui.js");
 const WAITING_NOTIFY_JS: &str = include_str!("../assets/waiting-notify.js");
 const NOT_FOUND_HTML: &str = include_str!("../assets/not-found.html");
-
-/// Content type of the stylesheet.
-pub const CSS_CONTENT_TYPE: &str = "text/css; charset=utf-8";
-/// Content type of the scripts.
-pub const JS_CONTENT_TYPE: &str = "text/javascript; charset=utf-8";
-
-/// One embedded asset and the hashed file name it is served under (`<stem>-<hash>.<ext>`).
-pub struct HashedAsset {
-    pub file_name: String,
-    pub content_type: &'static str,
-    pub body: &'static str,
-}
-
-impl HashedAsset {
-    pub fn new(
-        stem: &str,
-        extension: &str,
-        content_type: &'static str,
-        body: &'static str,
-    ) -> HashedAsset {
-        HashedAsset {
-            file_name: format!("{stem}-{}.{extension}", content_hash(body.as_bytes())),
-            content_type,
-            body,
-        }
-    }
-}
 
 /// Hashed once per process: the names are a pure function of the embedded files.
 static ASSETS: LazyLock<[HashedAsset; 4]> = LazyLock::new(|| {
@@ -59,13 +32,6 @@ static ASSETS: LazyLock<[HashedAsset; 4]> = LazyLock::new(|| {
         HashedAsset::new("waiting-notify", "js", JS_CONTENT_TYPE, WAITING_NOTIFY_JS),
     ]
 });
-
-/// The spec's asset hash: the first 22 characters of the unpadded base64url SHA-256 of the file.
-pub fn content_hash(bytes: &[u8]) -> String {
-    let mut encoded = URL_SAFE_NO_PAD.encode(Sha256::digest(bytes));
-    encoded.truncate(22);
-    encoded
-}
 
 /// An asset by its served file name (`waiting-<hash>.css`): its content type and bytes.
 pub fn asset(name: &str) -> Option<(&'static str, &'static [u8])> {
@@ -202,36 +168,6 @@ fn logo_html(config_json: &serde_json::Value, locale: Locale) -> String {
     }
 }
 
-/// Fills every `{{NAME}}` of `template` in one pass, so text that came from a room (a title, a
-/// message) is never itself scanned for placeholders. An unknown name is left as it is.
-fn fill_template(template: &str, values: &[(&str, String)]) -> String {
-    let mut filled = String::with_capacity(template.len() + 1024);
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        filled.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let value = after.find("}}").and_then(|end| {
-            let name = &after[..end];
-            values
-                .iter()
-                .find(|(key, _)| *key == name)
-                .map(|(_, value)| (value, end))
-        });
-        match value {
-            Some((value, end)) => {
-                filled.push_str(value);
-                rest = &after[end + 2..];
-            }
-            None => {
-                filled.push_str("{{");
-                rest = after;
-            }
-        }
-    }
-    filled.push_str(rest);
-    filled
-}
-
 /// The page for a path that names no room (an invalid room id).
 pub fn not_found_page() -> String {
     NOT_FOUND_HTML.replace("{{CSS_HREF}}", &waiting_css_path())
@@ -261,24 +197,10 @@ fn json_for_script_element(value: &serde_json::Value) -> String {
         .replace('&', "\\u0026")
 }
 
-pub(crate) fn escape_html(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            other => escaped.push(other),
-        }
-    }
-    escaped
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qm_http::content_hash;
     use serde_json::json;
 
     fn plain_view() -> PageView {
@@ -335,12 +257,6 @@ mod tests {
         assert!(asset_or_kept(&old_css, &[]).is_none());
         let current = waiting_css_path().trim_start_matches("/assets/").to_owned();
         assert!(asset_or_kept(&current, &[]).is_some());
-    }
-
-    #[test]
-    fn the_hash_is_22_characters_of_base64url_sha256() {
-        // SHA-256("") = e3b0c442...; base64url of it starts with 47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU.
-        assert_eq!(content_hash(b""), "47DEQpj8HBSa-_TImW-5JC");
     }
 
     #[test]

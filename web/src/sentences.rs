@@ -5,7 +5,7 @@
 //! fault is ours to explain (spec, Visitor: lapsed). `{name}` marks a value filled in at render
 //! time.
 
-use crate::view::Locale;
+use crate::locale::Locale;
 
 /// One sentence in every locale.
 pub(crate) struct Sentence {

@@ -4,9 +4,10 @@
 //! headings with ids, bullet lists, paragraphs, everything escaped, and the guides it names
 //! (`OPERATIONS.md, Two keys, two blast radii`) linked to their served pages and sections.
 
+use qm_web::html::escape_html;
+
 use super::links::{HeadingIds, LinkContext, resolve_guide_link};
 use super::{Heading, Rendered, StateTally};
-use crate::escape_html;
 
 /// A guide the spec may name in running text, with its headings (for `GUIDE.md, Section`).
 pub(crate) struct NamedGuide<'a> {

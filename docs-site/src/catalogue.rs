@@ -1,8 +1,9 @@
 //! Which guides the server serves, under which names, and which of them exist in Thai. The
 //! sources are `docs/` of this repository, embedded at build time.
 
+use qm_web::html::escape_html;
+
 use crate::Locale;
-use crate::escape_html;
 
 /// How a source file is written.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,9 +57,9 @@ pub(crate) static GUIDES: [Guide; 5] = [
         file: "INTEGRATION.md",
         aliases: &[],
         format: SourceFormat::Markdown,
-        source: include_str!("../../../docs/INTEGRATION.md"),
+        source: include_str!("../../docs/INTEGRATION.md"),
         thai: Some(ThaiGuide {
-            source: include_str!("../../../docs/th/INTEGRATION.md"),
+            source: include_str!("../../docs/th/INTEGRATION.md"),
             completeness: Translation::Complete,
         }),
         title_en: "Integrating Queue Manager",
@@ -73,9 +74,9 @@ pub(crate) static GUIDES: [Guide; 5] = [
         file: "OPERATIONS.md",
         aliases: &["ops"],
         format: SourceFormat::Markdown,
-        source: include_str!("../../../docs/OPERATIONS.md"),
+        source: include_str!("../../docs/OPERATIONS.md"),
         thai: Some(ThaiGuide {
-            source: include_str!("../../../docs/th/OPERATIONS.md"),
+            source: include_str!("../../docs/th/OPERATIONS.md"),
             completeness: Translation::Complete,
         }),
         title_en: "Operating Queue Manager",
@@ -90,7 +91,7 @@ pub(crate) static GUIDES: [Guide; 5] = [
         file: "PROGRESS.md",
         aliases: &[],
         format: SourceFormat::Markdown,
-        source: include_str!("../../../docs/PROGRESS.md"),
+        source: include_str!("../../docs/PROGRESS.md"),
         thai: None,
         title_en: "Progress",
         title_th: "ความคืบหน้า",
@@ -104,9 +105,9 @@ pub(crate) static GUIDES: [Guide; 5] = [
         file: "BENCHMARKS.md",
         aliases: &["bench"],
         format: SourceFormat::Markdown,
-        source: include_str!("../../../docs/BENCHMARKS.md"),
+        source: include_str!("../../docs/BENCHMARKS.md"),
         thai: Some(ThaiGuide {
-            source: include_str!("../../../docs/th/BENCHMARKS.md"),
+            source: include_str!("../../docs/th/BENCHMARKS.md"),
             completeness: Translation::Complete,
         }),
         title_en: "Benchmarks",
@@ -121,7 +122,7 @@ pub(crate) static GUIDES: [Guide; 5] = [
         file: "SPEC.md",
         aliases: &["queue-manager-spec", "queue-manager-spec.txt", "contract"],
         format: SourceFormat::PlainSpec,
-        source: include_str!("../../../docs/SPEC.md"),
+        source: include_str!("../../docs/SPEC.md"),
         thai: None,
         title_en: "Product spec (contract)",
         title_th: "ข้อกำหนดผลิตภัณฑ์ (สัญญา)",
@@ -133,7 +134,7 @@ pub(crate) static GUIDES: [Guide; 5] = [
 ];
 
 /// The Thai overview above the Thai index's list of guides.
-pub(crate) const THAI_OVERVIEW: &str = include_str!("../../../docs/th/README.md");
+pub(crate) const THAI_OVERVIEW: &str = include_str!("../../docs/th/README.md");
 
 /// The English index's opening, above the list of guides.
 pub(crate) const ENGLISH_OVERVIEW_HTML: &str = "<h1 id=\"queue-manager-documentation\">Queue Manager documentation</h1>\n\

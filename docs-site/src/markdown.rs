@@ -6,10 +6,10 @@
 //! served from the admin origin must not run or style anything a markdown edit slipped in.
 
 use pulldown_cmark::{CowStr, Event, Options, Parser, Tag, TagEnd};
+use qm_web::html::escape_html;
 
 use super::links::{HeadingIds, LinkContext, is_safe_destination, resolve_guide_link};
 use super::{Heading, Rendered, StateTally};
-use crate::escape_html;
 
 /// The states a PROGRESS row can be in, longest first so `not started` wins over a prefix.
 const STATES: [(&str, &str, &str); 3] = [

@@ -1,7 +1,8 @@
 //! The guides of `docs/` as web pages: `/docs` (an index), `/docs/<name>` (a guide), `/progress`
 //! (PROGRESS.md) and the Thai pages under `/docs/th`. Everything is embedded at build time and
 //! rendered once per process, so serving a page never touches the filesystem and every build
-//! serves the guides it was built with.
+//! serves the guides it was built with. The admin process serves these pages; this crate only
+//! renders them.
 //!
 //! A Thai page whose guide has no translation in `docs/th/` shows the English guide under a Thai
 //! notice that says so and links the English page: a reader is never sent a 404 for a page the
@@ -9,7 +10,11 @@
 
 use std::sync::LazyLock;
 
-use crate::{Locale, content_hash, escape_html, fill_template};
+use qm_http::content_hash;
+use qm_web::html::{escape_html, fill_template};
+
+/// The languages the pages are served in: the waiting page's own locales, one type for both.
+pub use qm_web::Locale;
 
 mod catalogue;
 mod links;
@@ -19,8 +24,8 @@ mod plain;
 use catalogue::{GUIDES, Guide, SourceFormat, THAI_OVERVIEW, Translation};
 use links::{LinkContext, guide_path, index_path};
 
-const DOCS_HTML: &str = include_str!("../../assets/docs.html");
-const DOCS_CSS: &str = include_str!("../../assets/docs.css");
+const DOCS_HTML: &str = include_str!("../assets/docs.html");
+const DOCS_CSS: &str = include_str!("../assets/docs.css");
 
 /// A rendered page and its validator.
 #[derive(Debug, Clone)]
