@@ -11,6 +11,7 @@ pub mod process;
 pub mod servers;
 pub mod smtp;
 pub mod sse;
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

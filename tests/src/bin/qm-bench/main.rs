@@ -7,6 +7,11 @@
 //! appendfsync everysec, as production) and a fresh Postgres database, and also measures the
 //! two ceilings a durable join stands on: raw Valkey round trips/s and Postgres rows/s in
 //! batched inserts.
+//!
+//! `qm-bench contention` — two engines on one Valkey and one journal joining one room at full
+//! speed, beside one engine alone (see `contention.rs`).
+
+mod contention;
 
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
@@ -45,6 +50,16 @@ enum Bench {
         /// Store under test.
         #[arg(long, default_value = "memory")]
         store: String,
+    },
+    /// Two engines joining one room at full speed on the durable store, beside one engine
+    /// alone: joins/s, p99, retries per join, and the line checked whole.
+    Contention {
+        /// Joins in each run.
+        #[arg(long, default_value_t = 10_000)]
+        joins: usize,
+        /// Requests in flight at once (split between the two engines' gateways).
+        #[arg(long, default_value_t = 256)]
+        concurrency: usize,
     },
 }
 
@@ -361,5 +376,8 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             store,
         } => burst_join(joins, concurrency, &store).await,
+        Bench::Contention { joins, concurrency } => {
+            contention::contention(joins, concurrency).await
+        }
     }
 }
