@@ -16,7 +16,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::Notifier;
-use super::book::{Delivery, PlaceKey, PlaceKind, Record, Settlement};
+use super::record::{Delivery, PlaceKey, PlaceKind, Record, Settlement};
 use crate::domain::{LapseReason, PlaceAnswer, PlaceStatus};
 use crate::shutdown::stopped;
 
@@ -165,7 +165,7 @@ impl Notifier {
         now: i64,
         sends: &Arc<Semaphore>,
         in_flight: &mut JoinSet<()>,
-    ) -> Result<(), super::book::BookError> {
+    ) -> Result<(), super::record::BookError> {
         let key = &record.key;
         if record.lapsed_since_ms.is_some() {
             self.book.set_lapsed(key, None).await?;

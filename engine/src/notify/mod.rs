@@ -19,6 +19,7 @@ mod address;
 mod book;
 mod mailer;
 mod pg;
+mod record;
 #[cfg(test)]
 mod tests;
 
@@ -36,9 +37,10 @@ pub use mailer::MailerConfigError;
 pub(crate) use mailer::run_mailer;
 
 use self::address::{AddressCipher, EmailAddress};
-use self::book::{Book, MemoryBook, PlaceKey, PlaceKind, Record};
+use self::book::{Book, MemoryBook};
 use self::mailer::Postman;
 use self::pg::PgBook;
+use self::record::{PlaceKey, PlaceKind, Record};
 use crate::domain::{Claim, ClaimedPlace, JoinRequest, LapseReason, PlaceAnswer};
 use crate::store::Store;
 

@@ -5,7 +5,7 @@
 use sqlx::Row;
 use sqlx::postgres::{PgPool, PgRow};
 
-use super::book::{BookError, BookResult, Delivery, PlaceKey, PlaceKind, Record, Settlement};
+use super::record::{BookError, BookResult, Delivery, PlaceKey, PlaceKind, Record, Settlement};
 
 const COLUMNS: &str = "room_id, generation, place_kind, place_number, sealed_email, \
      masked_email, owner_hash, requested_at_ms, delivery, attempts, next_attempt_at_ms, \
