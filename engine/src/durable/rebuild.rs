@@ -129,6 +129,7 @@ pub(crate) async fn load_rooms(shared: &Arc<Shared>) -> Result<(), DurableError>
             tracing::error!(room_id = journaled.room_id, %why, "the room's journal cannot be replayed; the room stays down");
             continue;
         }
+        shared.valkey.drop_earlier_keys(&journaled.room_id).await?;
         match shared.valkey.seq(&journaled.room_id).await? {
             Some(seq) if epoch.is_some() && seq == journaled.last_seq => {}
             Some(seq) if epoch.is_some() && seq > journaled.last_seq => {

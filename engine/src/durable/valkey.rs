@@ -284,6 +284,15 @@ impl Valkey {
             .map(|_| ())
     }
 
+    /// Deletes the keys earlier versions kept for a room (the line itself, which Valkey no
+    /// longer holds): the first start of this version cleans them up.
+    pub(crate) async fn drop_earlier_keys(&self, room_id: &str) -> Result<(), Error> {
+        self.client
+            .del::<i64, _>(keys(room_id, &["h", "p", "t", "i", "n", "q", "qi"]))
+            .await
+            .map(|_| ())
+    }
+
     /// The room's seq in Valkey (`None` when Valkey has no such room at all).
     pub(crate) async fn seq(&self, room_id: &str) -> Result<Option<u64>, Error> {
         self.client.hget(key(room_id, "m"), "seq").await
