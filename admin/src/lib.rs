@@ -91,12 +91,6 @@ impl AdminApp {
     ) -> std::io::Result<()> {
         let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
         let router = self.router();
-        let stopping = self.stopping;
-        let shutdown = async move {
-            shutdown.await;
-            // Event streams see this first and end, so they do not hold the drain open.
-            stopping.send_replace(true);
-        };
-        qm_http::serve(listener, router, shutdown, drain).await
+        qm_http::serve(listener, router, shutdown, self.stopping, drain).await
     }
 }

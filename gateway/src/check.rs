@@ -249,15 +249,8 @@ fn waiting_room_url(headers: &HeaderMap, uri: &Uri, room_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::headers;
     use std::collections::HashMap;
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.insert(*name, value.parse().unwrap());
-        }
-        headers
-    }
 
     fn config() -> Config {
         let env: HashMap<&str, &str> = [

@@ -20,9 +20,9 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::Stream;
 use http::{HeaderMap, HeaderValue};
+use qm_core::ApiError;
 use qm_core::clock::now_ms;
 use qm_core::token::{VisitorClaims, VisitorPlace};
-use qm_core::{ApiError, ErrorCode};
 use qm_proto::{EngineClient, StatusRequest, place_reply, place_status};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
@@ -31,15 +31,14 @@ use tokio::time::Instant;
 use crate::GatewayState;
 use crate::cookies::{RequestCookies, append_set_cookies};
 use crate::hub::{LatestView, RoomHub};
-use crate::places::{PresentedPlace, presented_session_hash};
+use crate::places::PresentedPlace;
 use crate::rate_limit::StreamPermit;
 use crate::refresh::{Renewal, engine_grants_refresh, is_due, stream_refresh_at_ms};
 use crate::request::{ClientAddress, QueryParams};
 use crate::status_body::{lapsed_fields, place_fields, view_fields, with_now_here};
+use crate::status_read::{read_status, status_request};
+use crate::stream_clock::{HEARTBEAT, stopped};
 use qm_http::AppError;
-
-/// A status frame goes out at least this often, changed or not.
-pub(crate) const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// GET /api/events: 401 before the stream starts when no token verifies, the stream limits,
 /// then the stream.
@@ -51,16 +50,14 @@ pub(crate) async fn events(
 ) -> Result<Response, AppError> {
     let cookies = RequestCookies::from_headers(&headers);
     let now = now_ms();
-    let place = state.token_check_at(now).for_status(
-        query.non_empty("token"),
-        query.non_empty("roomId"),
-        &cookies,
-    )?;
+    let place = state
+        .token_check_at(now)
+        .for_status_query(&query, &cookies)?;
     let permit = state.stream_limits.acquire(address)?;
-    let session_hash = presented_session_hash(&cookies, &place.claims.room_id);
+    let request = status_request(&place, &cookies);
     let hub = state.hubs.subscribe(&place.claims.room_id);
     let refresh_after_ms = state.config.token_refresh_after_ms();
-    let mut listener = Listener::new(state.engine.clone(), &place, session_hash, refresh_after_ms);
+    let mut listener = Listener::new(state.engine.clone(), &place, request, refresh_after_ms);
     listener.support_ref_key = state.support_ref_key;
     // The first frame comes from the engine itself, so an unreachable engine is a plain 503
     // before the stream starts rather than a stream that says nothing.
@@ -97,12 +94,12 @@ pub(crate) async fn events(
 struct Listener {
     engine: EngineClient,
     room_id: String,
-    claim: qm_proto::Claim,
+    /// What the engine is asked: the token's claim and the hash of the ownership cookie.
+    request: StatusRequest,
     /// The place as the edge computes it: the token's, or the drawn ticket a pre-queue handle
     /// became (the engine says so on Status).
     generation: u64,
     place: VisitorPlace,
-    session_hash: String,
     /// The claims of the stream's token: the presented one, or the one re-signed at open.
     claims: VisitorClaims,
     /// The token re-signed at open, carried as `token` in every status frame.
@@ -126,16 +123,15 @@ impl Listener {
     fn new(
         engine: EngineClient,
         place: &PresentedPlace,
-        session_hash: String,
+        request: StatusRequest,
         refresh_after_ms: u64,
     ) -> Listener {
         Listener {
             engine,
             room_id: place.claims.room_id.clone(),
-            claim: place.engine_claim(),
+            request,
             generation: place.claims.generation,
             place: place.claims.place,
-            session_hash,
             claims: place.claims.clone(),
             fresh_token: None,
             refresh_after_ms,
@@ -165,25 +161,8 @@ impl Listener {
             return Ok(lapsed.clone());
         }
         self.asked_since_heartbeat = true;
-        let request = StatusRequest {
-            room_id: self.room_id.clone(),
-            claim: Some(self.claim),
-            session_hash: self.session_hash.clone(),
-        };
-        let outcome = match self.engine.status(request).await {
-            Ok(reply) => reply.into_inner().outcome,
-            Err(status) => {
-                let error = ApiError::from_status(&status);
-                if error.code != ErrorCode::RoomNotFound {
-                    return Err(error);
-                }
-                Some(place_reply::Outcome::Lapsed(qm_proto::Lapsed {
-                    reason: "room_reset".into(),
-                }))
-            }
-        };
-        match outcome {
-            Some(place_reply::Outcome::Place(place)) => {
+        match read_status(&mut self.engine, self.request.clone()).await? {
+            place_reply::Outcome::Place(place) => {
                 self.refresh_granted = engine_grants_refresh(&self.claims, &place);
                 if let Some(place_status::Place::Ticket(ticket)) = place.place {
                     self.place = VisitorPlace::Ticket(ticket);
@@ -195,16 +174,13 @@ impl Listener {
                 };
                 Ok(place_fields(&place))
             }
-            Some(place_reply::Outcome::Lapsed(lapsed)) => {
+            place_reply::Outcome::Lapsed(lapsed) => {
                 self.refresh_granted = false;
                 self.vouched_ticket = None;
                 let fields = lapsed_fields(&lapsed.reason);
                 self.lapsed = Some(fields.clone());
                 Ok(fields)
             }
-            None => Err(ApiError::internal(
-                "the engine answered a status without an outcome",
-            )),
         }
     }
 
@@ -354,12 +330,6 @@ impl Listener {
             drop(hub);
         }
     }
-}
-
-/// Resolves once the process is stopping (the watch's guard is dropped inside, so the caller's
-/// future stays `Send`).
-pub(crate) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stopping| *stopping).await;
 }
 
 /// What the stream does next.

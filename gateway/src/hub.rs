@@ -12,9 +12,9 @@ use qm_proto::{EngineClient, RoomView, WatchRequest};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use crate::events::stopped;
 use crate::presence::{StreamPresence, StreamTickets, report_room};
 use crate::status_body::Branding;
+use crate::stream_clock::stopped;
 
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 const LONGEST_RETRY: Duration = Duration::from_secs(5);

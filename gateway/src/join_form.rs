@@ -155,14 +155,7 @@ fn see_the_page(room_id: &str, return_url: Option<&str>, set_cookies: &[String])
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn form_headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut headers = HeaderMap::new();
-        for (name, value) in pairs {
-            headers.insert(*name, value.parse().unwrap());
-        }
-        headers
-    }
+    use crate::test_support::headers as form_headers;
 
     #[test]
     fn the_join_form_is_accepted_only_from_its_own_origin() {

@@ -3,6 +3,7 @@
 //! every decision is an engine call over gRPC; the gateway verifies and signs visitor tokens,
 //! keeps per-process limits, and fans each room's engine `Watch` stream out to its listeners.
 
+mod body_fields;
 mod check;
 mod cookies;
 mod events;
@@ -18,6 +19,10 @@ mod rate_limit;
 mod refresh;
 mod request;
 mod status_body;
+mod status_read;
+mod stream_clock;
+#[cfg(test)]
+mod test_support;
 mod visitor;
 
 use std::future::Future;
@@ -139,13 +144,7 @@ impl GatewayApp {
     ) -> std::io::Result<()> {
         let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
         let router = self.router();
-        let stopping = self.stopping;
-        let shutdown = async move {
-            shutdown.await;
-            // Streams see this first and end, so the graceful drain is not held open by them.
-            stopping.send_replace(true);
-        };
-        qm_http::serve(listener, router, shutdown, drain).await
+        qm_http::serve(listener, router, shutdown, self.stopping, drain).await
     }
 }
 

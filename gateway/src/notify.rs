@@ -12,19 +12,17 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::header::CACHE_CONTROL;
 use http::{HeaderMap, HeaderValue};
-use qm_core::ids::is_valid_room_id;
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{NotifyRequest, NotifyStatement, PlaceReply};
 use serde_json::{Map, Value, json};
 
 use crate::GatewayState;
+use crate::body_fields::{optional_room_id_field, token_field};
 use crate::cookies::RequestCookies;
 use crate::places::{PresentedPlace, presented_session_hash};
 use crate::request::{ClientAddress, JsonObject};
 use qm_http::AppError;
 
-/// The longest token a notify body may carry (as for a join).
-const MAX_TOKEN_FIELD_LEN: usize = 4096;
 /// Longer than any address (254): the engine checks the address itself.
 const MAX_EMAIL_FIELD_LEN: usize = 320;
 
@@ -38,18 +36,7 @@ struct NotifyBody {
 }
 
 fn parse_notify_body(body: &Map<String, Value>) -> Result<NotifyBody, ApiError> {
-    let token = match body.get("token") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(token)) if token.len() <= MAX_TOKEN_FIELD_LEN => {
-            Some(token.clone()).filter(|token| !token.is_empty())
-        }
-        Some(_) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidTokenField,
-                format!("token must be a string of at most {MAX_TOKEN_FIELD_LEN} characters"),
-            ));
-        }
-    };
+    let token = token_field(body)?;
     let email = match body.get("email") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(email)) if email.len() <= MAX_EMAIL_FIELD_LEN => email.trim().to_owned(),
@@ -60,16 +47,7 @@ fn parse_notify_body(body: &Map<String, Value>) -> Result<NotifyBody, ApiError> 
             ));
         }
     };
-    let room_id = match body.get("roomId") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(room_id)) if is_valid_room_id(room_id) => Some(room_id.clone()),
-        Some(_) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidRoomId,
-                "roomId must be 1-64 characters of letters, digits, '_' and '-'",
-            ));
-        }
-    };
+    let room_id = optional_room_id_field(body)?;
     Ok(NotifyBody {
         token,
         email,
@@ -160,10 +138,7 @@ pub(crate) fn add_join_statement(answer: &mut Map<String, Value>, reply: &PlaceR
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn body(value: Value) -> Map<String, Value> {
-        value.as_object().cloned().unwrap_or_default()
-    }
+    use crate::test_support::{assert_refused, object as body};
 
     #[test]
     fn notify_bodies_are_checked_field_by_field() {
@@ -179,23 +154,29 @@ mod tests {
         assert_eq!(withdraw.email, "");
         assert_eq!(withdraw.room_id.as_deref(), Some("r"));
         assert_eq!(parse_notify_body(&body(json!({}))).unwrap().token, None);
-        for (value, code) in [
-            (json!({ "token": 5 }), ErrorCode::InvalidTokenField),
-            (json!({ "token": ["t"] }), ErrorCode::InvalidTokenField),
-            (
-                json!({ "token": "x".repeat(4097) }),
-                ErrorCode::InvalidTokenField,
-            ),
-            (json!({ "email": 7 }), ErrorCode::InvalidEmail),
-            (json!({ "email": "x".repeat(321) }), ErrorCode::InvalidEmail),
-            (json!({ "roomId": "no spaces" }), ErrorCode::InvalidRoomId),
-        ] {
-            assert_eq!(
-                parse_notify_body(&body(value.clone())).unwrap_err().code,
-                code,
-                "{value}"
-            );
-        }
+        assert_refused(
+            parse_notify_body,
+            &[
+                (json!({ "token": 5 }), ErrorCode::InvalidTokenField),
+                (json!({ "token": ["t"] }), ErrorCode::InvalidTokenField),
+                (
+                    json!({ "token": "x".repeat(4097) }),
+                    ErrorCode::InvalidTokenField,
+                ),
+                (json!({ "email": 7 }), ErrorCode::InvalidEmail),
+                (json!({ "email": "x".repeat(321) }), ErrorCode::InvalidEmail),
+                (json!({ "roomId": "no spaces" }), ErrorCode::InvalidRoomId),
+                // The token is checked first, the room last.
+                (
+                    json!({ "token": 5, "roomId": "no spaces" }),
+                    ErrorCode::InvalidTokenField,
+                ),
+                (
+                    json!({ "email": 7, "roomId": "no spaces" }),
+                    ErrorCode::InvalidEmail,
+                ),
+            ],
+        );
     }
 
     #[test]

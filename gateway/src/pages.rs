@@ -24,8 +24,7 @@ use http::header::{ACCEPT_LANGUAGE, CACHE_CONTROL, X_CONTENT_TYPE_OPTIONS};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use qm_core::clock::now_ms;
 use qm_core::ids::is_valid_room_id;
-use qm_core::{ApiError, ErrorCode};
-use qm_proto::{PlaceStatus, RoomInfoReply, RoomRef, StatusRequest, place_reply, place_status};
+use qm_proto::{PlaceStatus, RoomInfoReply, RoomRef, place_reply, place_status};
 use qm_web::{JoinNotice, Lapsed, Locale, OperatorMessage, PageView, PlaceView};
 use serde_json::{Map, Value, json};
 
@@ -33,9 +32,9 @@ use crate::GatewayState;
 use crate::cookies::{
     LANGUAGE_COOKIE, LANGUAGE_COOKIE_MAX_AGE_SEC, RequestCookies, queue_cookie_name,
 };
-use crate::places::presented_session_hash;
 use crate::request::{QueryParams, is_https};
 use crate::status_body::Branding;
+use crate::status_read::{read_status, status_request};
 
 /// The page loads only its own script and style (no inline code); images may come from the
 /// brand's CDN.
@@ -168,42 +167,22 @@ async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookie
     else {
         return PlaceRead::NoToken;
     };
-    // Fields other callers add to this request later stay at their defaults here.
-    #[allow(
-        clippy::needless_update,
-        reason = "keeps this literal valid when the proto grows"
-    )]
-    let request = StatusRequest {
-        room_id: room_id.to_owned(),
-        claim: Some(presented.engine_claim()),
-        session_hash: presented_session_hash(cookies, room_id),
-        ..Default::default()
-    };
-    match state.engine.clone().status(request).await {
-        Ok(reply) => match reply.into_inner().outcome {
-            Some(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place), None),
-            Some(place_reply::Outcome::Lapsed(lapsed)) => {
-                let kind = lapsed_of(&lapsed.reason);
-                if kind.is_none() {
-                    tracing::warn!(
-                        room_id,
-                        reason = lapsed.reason,
-                        "a lapse reason the page cannot name"
-                    );
-                }
-                PlaceRead::Lapsed(kind)
+    let request = status_request(&presented, cookies);
+    match read_status(&mut state.engine.clone(), request).await {
+        Ok(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place), None),
+        Ok(place_reply::Outcome::Lapsed(lapsed)) => {
+            // A room that is gone reads as `room_reset`: the room info then says "not found".
+            let kind = lapsed_of(&lapsed.reason);
+            if kind.is_none() {
+                tracing::warn!(
+                    room_id,
+                    reason = lapsed.reason,
+                    "a lapse reason the page cannot name"
+                );
             }
-            None => PlaceRead::Unknown,
-        },
-        Err(status) => {
-            let error = ApiError::from_status(&status);
-            if error.code == ErrorCode::RoomNotFound {
-                // The room is gone, so is the place: the room info says "not found".
-                PlaceRead::Lapsed(Some(Lapsed::Reset))
-            } else {
-                PlaceRead::Unknown
-            }
+            PlaceRead::Lapsed(kind)
         }
+        Err(_) => PlaceRead::Unknown,
     }
 }
 

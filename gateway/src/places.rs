@@ -8,6 +8,7 @@ use qm_core::{ApiError, ErrorCode};
 use qm_proto::{Claim, claim};
 
 use crate::cookies::{RequestCookies, queue_cookie_name, session_cookie_name};
+use crate::request::QueryParams;
 
 /// A verified token and what it claims.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +106,16 @@ impl TokenCheck<'_> {
             _ => Err(invalid_token()),
         }
     }
+
+    /// [`TokenCheck::for_status`] with the request's `?token=` and `?roomId=` (empty ones are
+    /// none), as `/api/status` and the event stream take them.
+    pub(crate) fn for_status_query(
+        &self,
+        query: &QueryParams,
+        cookies: &RequestCookies,
+    ) -> Result<PresentedPlace, ApiError> {
+        self.for_status(query.non_empty("token"), query.non_empty("roomId"), cookies)
+    }
 }
 
 fn invalid_token() -> ApiError {
@@ -158,6 +169,15 @@ mod tests {
         RequestCookies::from_headers(&headers)
     }
 
+    /// Verification at `now_ms` with a one-hour TOKEN_MAX_AGE_SEC.
+    fn check_at(keyring: &Keyring, now_ms: i64) -> TokenCheck<'_> {
+        TokenCheck {
+            keyring,
+            now_ms,
+            max_age_sec: 3600,
+        }
+    }
+
     fn ticket_of(place: &PresentedPlace) -> VisitorPlace {
         place.claims.place
     }
@@ -165,11 +185,7 @@ mod tests {
     #[test]
     fn join_takes_the_body_token_then_the_cookie_and_ignores_other_rooms() {
         let keyring = keyring();
-        let check = TokenCheck {
-            keyring: &keyring,
-            now_ms: NOW,
-            max_age_sec: 3600,
-        };
+        let check = check_at(&keyring, NOW);
         let body = token(&keyring, "a", 1);
         let cookie = token(&keyring, "a", 2);
         let jar = cookies(&format!("qm_a={cookie}"));
@@ -195,11 +211,7 @@ mod tests {
     #[test]
     fn status_prefers_the_query_then_the_named_cookie_then_the_single_cookie() {
         let keyring = keyring();
-        let check = TokenCheck {
-            keyring: &keyring,
-            now_ms: NOW,
-            max_age_sec: 3600,
-        };
+        let check = check_at(&keyring, NOW);
         let a = token(&keyring, "a", 1);
         let b = token(&keyring, "b", 2);
         let both = cookies(&format!("qm_a={a}; qm_b={b}"));
@@ -241,17 +253,9 @@ mod tests {
     fn expired_and_future_tokens_are_no_claim() {
         let keyring = keyring();
         let valid = token(&keyring, "a", 1);
-        let late = TokenCheck {
-            keyring: &keyring,
-            now_ms: NOW + 3_601_000,
-            max_age_sec: 3600,
-        };
+        let late = check_at(&keyring, NOW + 3_601_000);
         assert!(late.verify(&valid, Some("a")).is_none());
-        let early = TokenCheck {
-            keyring: &keyring,
-            now_ms: NOW - 61_000,
-            max_age_sec: 3600,
-        };
+        let early = check_at(&keyring, NOW - 61_000);
         assert!(early.verify(&valid, Some("a")).is_none());
     }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use qm_proto::{EngineClient, SeenRequest};
 use tokio::sync::watch;
 
-use crate::events::{HEARTBEAT, stopped};
+use crate::stream_clock::{HEARTBEAT, stopped};
 
 /// Open streams per ticket of one room (a visitor may hold several tabs).
 #[derive(Default)]

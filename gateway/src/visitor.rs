@@ -8,26 +8,24 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::header::CACHE_CONTROL;
 use http::{HeaderMap, HeaderValue};
+use qm_core::ApiError;
 use qm_core::clock::now_ms;
-use qm_core::ids::{is_valid_room_id, is_valid_session_id, new_session_id, session_hash};
+use qm_core::ids::{is_valid_session_id, new_session_id, session_hash};
 use qm_core::token::{VisitorClaims, VisitorPlace};
-use qm_core::{ApiError, ErrorCode};
-use qm_proto::{JoinRequest, PlaceStatus, StatusRequest, place_reply, place_status};
+use qm_proto::{JoinRequest, PlaceStatus, place_reply, place_status};
 use serde_json::{Map, Value};
 
 use crate::GatewayState;
+use crate::body_fields::{room_id_field, token_field};
 use crate::cookies::{
     CookiePolicy, RequestCookies, append_set_cookies, place_cookies, session_cookie_name,
 };
-use crate::places::presented_session_hash;
 use crate::protection::bot_score;
 use crate::refresh::{Renewal, drawn_place, engine_grants_refresh, is_due};
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
 use crate::status_body::{lapsed_fields, place_fields_with_ref, with_now};
+use crate::status_read::{read_status, status_request};
 use qm_http::AppError;
-
-/// The longest token a join body may carry.
-const MAX_TOKEN_FIELD_LEN: usize = 4096;
 
 /// What a join body asks for, once its fields are checked.
 #[derive(Debug, PartialEq, Eq)]
@@ -37,27 +35,8 @@ struct JoinBody {
 }
 
 fn parse_join_body(body: &Map<String, Value>) -> Result<JoinBody, ApiError> {
-    let room_id = match body.get("roomId") {
-        Some(Value::String(room_id)) if is_valid_room_id(room_id) => room_id.clone(),
-        _ => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidRoomId,
-                "roomId must be 1-64 characters of letters, digits, '_' and '-'",
-            ));
-        }
-    };
-    let token = match body.get("token") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(token)) if token.len() <= MAX_TOKEN_FIELD_LEN => {
-            Some(token.clone()).filter(|token| !token.is_empty())
-        }
-        Some(_) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidTokenField,
-                format!("token must be a string of at most {MAX_TOKEN_FIELD_LEN} characters"),
-            ));
-        }
-    };
+    let room_id = room_id_field(body)?;
+    let token = token_field(body)?;
     Ok(JoinBody { room_id, token })
 }
 
@@ -210,50 +189,29 @@ pub(crate) async fn status(
 ) -> Result<Response, AppError> {
     let cookies = RequestCookies::from_headers(&headers);
     let now = now_ms();
-    let place = state.token_check_at(now).for_status(
-        query.non_empty("token"),
-        query.non_empty("roomId"),
-        &cookies,
-    )?;
-    let request = StatusRequest {
-        room_id: place.claims.room_id.clone(),
-        claim: Some(place.engine_claim()),
-        session_hash: presented_session_hash(&cookies, &place.claims.room_id),
-    };
+    let place = state
+        .token_check_at(now)
+        .for_status_query(&query, &cookies)?;
+    let request = status_request(&place, &cookies);
     let refresh_after_ms = state.config.token_refresh_after_ms();
     let mut renewal = None;
-    let body = match state.engine.clone().status(request).await {
-        Ok(reply) => match reply.into_inner().outcome {
-            Some(place_reply::Outcome::Place(answer)) => {
-                let drawn = drawn_place(&place.claims, &answer);
-                if (drawn.is_some() || is_due(&place.claims, now, refresh_after_ms))
-                    && engine_grants_refresh(&place.claims, &answer)
-                {
-                    let claims = VisitorClaims {
-                        place: drawn.unwrap_or(place.claims.place),
-                        ..place.claims.clone()
-                    };
-                    renewal = Renewal::issue(&state, &claims, &cookies, &headers, now);
-                }
-                let fields =
-                    place_fields_with_ref(&answer, &state.support_ref_key, &place.claims.room_id);
-                with_now(fields, answer.now_ms)
+    let body = match read_status(&mut state.engine.clone(), request).await? {
+        place_reply::Outcome::Place(answer) => {
+            let drawn = drawn_place(&place.claims, &answer);
+            if (drawn.is_some() || is_due(&place.claims, now, refresh_after_ms))
+                && engine_grants_refresh(&place.claims, &answer)
+            {
+                let claims = VisitorClaims {
+                    place: drawn.unwrap_or(place.claims.place),
+                    ..place.claims.clone()
+                };
+                renewal = Renewal::issue(&state, &claims, &cookies, &headers, now);
             }
-            Some(place_reply::Outcome::Lapsed(lapsed)) => lapsed_fields(&lapsed.reason),
-            None => {
-                return Err(AppError(ApiError::internal(
-                    "the engine answered a status without an outcome",
-                )));
-            }
-        },
-        Err(status) => {
-            let error = ApiError::from_status(&status);
-            if error.code != ErrorCode::RoomNotFound {
-                return Err(AppError(error));
-            }
-            // The room is gone: the place lapsed with it.
-            lapsed_fields("room_reset")
+            let fields =
+                place_fields_with_ref(&answer, &state.support_ref_key, &place.claims.room_id);
+            with_now(fields, answer.now_ms)
         }
+        place_reply::Outcome::Lapsed(lapsed) => lapsed_fields(&lapsed.reason),
     };
     let body = match &renewal {
         Some(renewal) => {
@@ -276,11 +234,9 @@ pub(crate) async fn status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::{assert_refused, object as body};
+    use qm_core::ErrorCode;
     use serde_json::json;
-
-    fn body(value: Value) -> Map<String, Value> {
-        value.as_object().cloned().unwrap_or_default()
-    }
 
     #[test]
     fn join_bodies_are_checked_field_by_field() {
@@ -299,24 +255,23 @@ mod tests {
             parse_join_body(&body(json!({ "roomId": "launch", "token": "" }))).map(|b| b.token),
             Ok(None)
         );
-        for (value, code) in [
-            (json!({}), ErrorCode::InvalidRoomId),
-            (json!({ "roomId": 7 }), ErrorCode::InvalidRoomId),
-            (json!({ "roomId": "has space" }), ErrorCode::InvalidRoomId),
-            (
-                json!({ "roomId": "r", "token": 12 }),
-                ErrorCode::InvalidTokenField,
-            ),
-            (
-                json!({ "roomId": "r", "token": "x".repeat(4097) }),
-                ErrorCode::InvalidTokenField,
-            ),
-        ] {
-            assert_eq!(
-                parse_join_body(&body(value.clone())).unwrap_err().code,
-                code,
-                "{value}"
-            );
-        }
+        assert_refused(
+            parse_join_body,
+            &[
+                (json!({}), ErrorCode::InvalidRoomId),
+                (json!({ "roomId": 7 }), ErrorCode::InvalidRoomId),
+                (json!({ "roomId": "has space" }), ErrorCode::InvalidRoomId),
+                // The room is checked first.
+                (json!({ "token": 12 }), ErrorCode::InvalidRoomId),
+                (
+                    json!({ "roomId": "r", "token": 12 }),
+                    ErrorCode::InvalidTokenField,
+                ),
+                (
+                    json!({ "roomId": "r", "token": "x".repeat(4097) }),
+                    ErrorCode::InvalidTokenField,
+                ),
+            ],
+        );
     }
 }

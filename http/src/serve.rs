@@ -1,20 +1,28 @@
 //! Serving a router until shutdown, then draining open requests for a bounded time: a stuck
-//! client must not hold a stopping process open.
+//! client must not hold a stopping process open, nor may an open event stream.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::Router;
+use tokio::sync::watch;
 
 /// Serves `router` on `listener` until `shutdown` resolves, then stops accepting and waits at
-/// most `drain` for open connections before closing them.
+/// most `drain` for open connections before closing them. `streams_stop` turns true the moment
+/// `shutdown` resolves, before the drain: the process's event streams watch it and end, so they
+/// do not hold the drain open.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    streams_stop: watch::Sender<bool>,
     drain: Duration,
 ) -> std::io::Result<()> {
+    let shutdown = async move {
+        shutdown.await;
+        streams_stop.send_replace(true);
+    };
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(
         listener,

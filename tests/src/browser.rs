@@ -9,11 +9,12 @@
 //!
 //! Every session records the browser console (`goog:loggingPrefs` {browser: ALL}); tests read
 //! it with [`Browser::console_errors`] and assert there is none. [`Browser::axe`] runs axe-core
-//! (from npm, see [`axe_path`]) in the page. [`Browser::screenshot`] saves a PNG under
-//! `target/screenshots/`. Every wait is bounded ([`wait_for`], [`run`]).
+//! (from npm, fetched by the harness when missing, see [`crate::axe`]) in the page.
+//! [`Browser::screenshot`] saves a PNG under `target/screenshots/`. Every wait is bounded
+//! ([`wait_for`], [`run`]).
 //!
-//! Nothing is skipped: without chromium, chromedriver or axe-core the test fails and says how
-//! to install them.
+//! Nothing is skipped: without chromium or chromedriver the test fails with one line saying
+//! what to install; without axe-core (and no npm to fetch it) a test that runs it does too.
 
 use std::future::Future;
 use std::io::{Read, Write};
@@ -28,6 +29,8 @@ use std::time::Duration;
 use fantoccini::wd::WebDriverCompatibleCommand;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
+
+pub use crate::axe::{axe_path, target_dir};
 
 /// Where Debian puts the two programs; `QM_CHROMIUM` and `QM_CHROMEDRIVER` override.
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -60,6 +63,9 @@ fn slots() -> &'static Semaphore {
 /// page that never reaches a state fails the test instead of hanging it. Dropping the body on
 /// timeout closes its browsers (see [`Browser`]'s Drop).
 pub async fn run<F: Future<Output = ()>>(limit_secs: u64, body: F) {
+    // axe-core is fetched (once per binary) before the clock starts, so a slow registry does
+    // not eat a test's limit; a failure here is reported by the tests that run axe-core.
+    let _ = tokio::task::spawn_blocking(crate::axe::ensure_axe).await;
     let _slot = tokio::time::timeout(Duration::from_secs(1800), slots().acquire())
         .await
         .expect("a browser slot frees up within 30 minutes")
@@ -86,26 +92,6 @@ where
             panic!("waited {limit:?} for {what}; last seen: {seen}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The workspace's target directory: `CARGO_TARGET_DIR`, or `target/` beside this crate.
-pub fn target_dir() -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")))
-            .join("target"),
-    }
-}
-
-/// Where axe-core's `axe.min.js` is read from: `QM_AXE_JS`, or what `.ci/run` installs with
-/// `npm install --no-save --prefix target/axe axe-core@4`.
-pub fn axe_path() -> PathBuf {
-    match std::env::var_os("QM_AXE_JS") {
-        Some(path) if !path.is_empty() => PathBuf::from(path),
-        _ => target_dir().join("axe/node_modules/axe-core/axe.min.js"),
     }
 }
 
@@ -646,14 +632,9 @@ impl Browser {
 
     /// Runs axe-core on the current page; returns the violations of impact serious or critical.
     pub async fn axe(&self) -> Vec<Violation> {
-        let path = axe_path();
-        let source = std::fs::read_to_string(&path).unwrap_or_else(|error| {
-            panic!(
-                "axe-core not found at {} ({error}): npm install --no-save --prefix target/axe axe-core@4 \
-                 (or set QM_AXE_JS to an axe.min.js)",
-                path.display()
-            )
-        });
+        let source = tokio::task::spawn_blocking(crate::axe::axe_source)
+            .await
+            .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
         let loaded = self
             .js(&format!("{source}\n;return typeof window.axe;"), vec![])
             .await

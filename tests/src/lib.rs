@@ -6,6 +6,7 @@
 //! private redis-server and a fresh Postgres database for each app ([`servers`]), so the same
 //! suite proves both stores.
 
+pub mod axe;
 pub mod browser;
 pub mod process;
 pub mod servers;
