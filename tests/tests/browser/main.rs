@@ -4,4 +4,5 @@
 //! `chromium-driver` and axe-core from npm, which `.ci/run` installs.
 
 mod console;
+mod console_controls;
 mod visitor;
