@@ -1,8 +1,8 @@
 //! The operator console: `GET /` serves the page, `GET /assets/:name` its stylesheet and scripts
-//! under content-hashed names (`console-<hash>.css`, `console-draw-<hash>.js`,
-//! `console-form-<hash>.js`, `console-visitors-<hash>.js`, `console-<hash>.js`; the same hash as the waiting page's assets),
-//! cached forever: a new build links new names, so a console never runs one build's
-//! markup with another build's script.
+//! under content-hashed names (`console-<hash>.css` and one `console-<part>-<hash>.js` per
+//! script of [`SCRIPTS`]; the same hash as the waiting page's assets), cached forever: a new
+//! build links new names, so a console never runs one build's markup with another build's
+//! script.
 //!
 //! The page is plain HTML, CSS and JavaScript embedded at build time, and it carries no
 //! credential: it asks `GET /api/admin/session` whether the browser is signed in and signs in
@@ -29,10 +29,59 @@ use crate::AppError;
 
 const CONSOLE_HTML: &str = include_str!("../assets/console.html");
 const CONSOLE_CSS: &str = include_str!("../assets/console.css");
-const CONSOLE_JS: &str = include_str!("../assets/console.js");
-const CONSOLE_DRAW_JS: &str = include_str!("../assets/console-draw.js");
-const CONSOLE_FORM_JS: &str = include_str!("../assets/console-form.js");
-const CONSOLE_VISITORS_JS: &str = include_str!("../assets/console-visitors.js");
+
+/// The console's scripts in the order the page runs them, each with the placeholder of its
+/// `<script src>` in console.html: the drawing, form and visitor-lookup helpers; the shared
+/// state and API call; the rooms list and chart, the live stream, the session and the room
+/// controls, each using only the ones before it; the keyboard and wiring last, which starts
+/// it all.
+const SCRIPTS: [(&str, &str, &str); 9] = [
+    (
+        "console-draw",
+        "{{draw_js_path}}",
+        include_str!("../assets/console-draw.js"),
+    ),
+    (
+        "console-form",
+        "{{form_js_path}}",
+        include_str!("../assets/console-form.js"),
+    ),
+    (
+        "console-visitors",
+        "{{visitors_js_path}}",
+        include_str!("../assets/console-visitors.js"),
+    ),
+    (
+        "console-core",
+        "{{core_js_path}}",
+        include_str!("../assets/console-core.js"),
+    ),
+    (
+        "console-rooms",
+        "{{rooms_js_path}}",
+        include_str!("../assets/console-rooms.js"),
+    ),
+    (
+        "console-stream",
+        "{{stream_js_path}}",
+        include_str!("../assets/console-stream.js"),
+    ),
+    (
+        "console-session",
+        "{{session_js_path}}",
+        include_str!("../assets/console-session.js"),
+    ),
+    (
+        "console-controls",
+        "{{controls_js_path}}",
+        include_str!("../assets/console-controls.js"),
+    ),
+    (
+        "console",
+        "{{js_path}}",
+        include_str!("../assets/console.js"),
+    ),
+];
 
 /// Content type of the page.
 const HTML_CONTENT_TYPE: &str = "text/html; charset=utf-8";
@@ -44,32 +93,14 @@ pub(crate) const CONTENT_SECURITY_POLICY_VALUE: &str = "default-src 'self'; scri
      style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; \
      base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/// Hashed once per process: the names are a pure function of the embedded files. The scripts
-/// run in the order the page lists them: the drawing, form and visitor-lookup helpers, then the
-/// console.
-static ASSETS: LazyLock<[HashedAsset; 5]> = LazyLock::new(|| {
-    [
-        HashedAsset::new("console", "css", qm_http::CSS_CONTENT_TYPE, CONSOLE_CSS),
-        HashedAsset::new(
-            "console-draw",
-            "js",
-            qm_http::JS_CONTENT_TYPE,
-            CONSOLE_DRAW_JS,
-        ),
-        HashedAsset::new(
-            "console-form",
-            "js",
-            qm_http::JS_CONTENT_TYPE,
-            CONSOLE_FORM_JS,
-        ),
-        HashedAsset::new(
-            "console-visitors",
-            "js",
-            qm_http::JS_CONTENT_TYPE,
-            CONSOLE_VISITORS_JS,
-        ),
-        HashedAsset::new("console", "js", qm_http::JS_CONTENT_TYPE, CONSOLE_JS),
-    ]
+/// Hashed once per process: the names are a pure function of the embedded files. The
+/// stylesheet first, then the scripts in [`SCRIPTS`] order.
+static ASSETS: LazyLock<Vec<HashedAsset>> = LazyLock::new(|| {
+    let stylesheet = HashedAsset::new("console", "css", qm_http::CSS_CONTENT_TYPE, CONSOLE_CSS);
+    let scripts = SCRIPTS
+        .iter()
+        .map(|&(stem, _, body)| HashedAsset::new(stem, "js", qm_http::JS_CONTENT_TYPE, body));
+    std::iter::once(stylesheet).chain(scripts).collect()
 });
 
 /// The page with its asset links and the server's defaults for a new room filled in.
@@ -82,23 +113,13 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
         "queueMaxPerIp": qm_core::room::DEFAULT_PER_IP_CAP,
         "preQueueMaxPerIp": qm_core::room::DEFAULT_PER_IP_CAP,
     });
+    let mut page =
+        CONSOLE_HTML.replace("{{css_path}}", &format!("/assets/{}", ASSETS[0].file_name));
+    for ((_, placeholder, _), asset) in SCRIPTS.iter().zip(&ASSETS[1..]) {
+        page = page.replace(placeholder, &format!("/assets/{}", asset.file_name));
+    }
     // Numbers only: nothing in it can close its script element.
-    CONSOLE_HTML
-        .replace("{{css_path}}", &format!("/assets/{}", ASSETS[0].file_name))
-        .replace(
-            "{{draw_js_path}}",
-            &format!("/assets/{}", ASSETS[1].file_name),
-        )
-        .replace(
-            "{{form_js_path}}",
-            &format!("/assets/{}", ASSETS[2].file_name),
-        )
-        .replace(
-            "{{visitors_js_path}}",
-            &format!("/assets/{}", ASSETS[3].file_name),
-        )
-        .replace("{{js_path}}", &format!("/assets/{}", ASSETS[4].file_name))
-        .replace("{{defaults_json}}", &defaults.to_string())
+    page.replace("{{defaults_json}}", &defaults.to_string())
 });
 
 /// The console's routes; they read no state, so they fit any router.
@@ -156,24 +177,72 @@ mod tests {
         assert_eq!(ASSETS[0].file_name, css);
         assert!(PAGE.contains(&format!("href=\"/assets/{css}\"")));
         let mut last_script = 0;
-        for (index, (stem, body)) in [
-            ("console-draw", CONSOLE_DRAW_JS),
-            ("console-form", CONSOLE_FORM_JS),
-            ("console-visitors", CONSOLE_VISITORS_JS),
-            ("console", CONSOLE_JS),
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        for (index, (stem, _, body)) in SCRIPTS.into_iter().enumerate() {
             let js = format!("{stem}-{}.js", qm_http::content_hash(body.as_bytes()));
             assert_eq!(ASSETS[index + 1].file_name, js);
             let linked = PAGE
                 .find(&format!("src=\"/assets/{js}\""))
                 .unwrap_or_else(|| panic!("the page links {js}"));
-            assert!(linked > last_script, "the helpers load before the console");
+            assert!(
+                linked > last_script,
+                "each script loads after the ones it uses"
+            );
             last_script = linked;
         }
+        assert_eq!(
+            ASSETS.len(),
+            SCRIPTS.len() + 1,
+            "the stylesheet and the scripts"
+        );
+        assert_eq!(
+            PAGE.matches("<script src=").count(),
+            SCRIPTS.len(),
+            "every script is linked once, and nothing else"
+        );
         assert!(!PAGE.contains("{{"), "every placeholder is filled");
+    }
+
+    /// The `window.QMConsole…` names a script defines (`window.X = `) and those it reads.
+    fn namespaces(body: &str) -> (Vec<&str>, Vec<&str>) {
+        let (mut defined, mut read) = (Vec::new(), Vec::new());
+        for (index, _) in body.match_indices("window.QMConsole") {
+            let name_start = index + "window.".len();
+            let name_end = body[name_start..]
+                .find(|c: char| !c.is_ascii_alphanumeric())
+                .map_or(body.len(), |end| name_start + end);
+            let name = &body[name_start..name_end];
+            if body[name_end..].starts_with(" = ") {
+                defined.push(name);
+            } else {
+                read.push(name);
+            }
+        }
+        (defined, read)
+    }
+
+    #[test]
+    fn each_script_reads_only_what_an_earlier_script_defined() {
+        // The scripts share one namespace object each and run in page order, so a part read
+        // before its script ran would be `undefined` at load.
+        let mut defined_so_far: Vec<&str> = Vec::new();
+        for (stem, _, body) in SCRIPTS {
+            let (defined, read) = namespaces(body);
+            for name in read {
+                assert!(
+                    defined_so_far.contains(&name),
+                    "{stem}.js reads {name} before any script defines it"
+                );
+            }
+            for name in defined {
+                assert!(!defined_so_far.contains(&name), "{name} defined twice");
+                defined_so_far.push(name);
+            }
+        }
+        assert_eq!(
+            defined_so_far.len(),
+            SCRIPTS.len() - 1,
+            "every script but the last, which wires them, defines its part"
+        );
     }
 
     #[test]

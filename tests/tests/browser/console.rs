@@ -29,14 +29,14 @@ fn console_url(app: &TestApp) -> String {
 }
 
 /// The harness's input helpers, failing the test with their own message.
-async fn click(browser: &Browser, selector: &str) {
+pub(super) async fn click(browser: &Browser, selector: &str) {
     browser
         .click(selector)
         .await
         .unwrap_or_else(|error| panic!("{error}"));
 }
 
-async fn type_into(browser: &Browser, selector: &str, text: &str) {
+pub(super) async fn type_into(browser: &Browser, selector: &str, text: &str) {
     browser
         .fill(selector, text)
         .await
@@ -62,7 +62,7 @@ async fn wait_console(browser: &Browser, expected: &str) {
 }
 
 /// Waits until the trimmed text of `selector` satisfies `accept`; returns it.
-async fn wait_text(
+pub(super) async fn wait_text(
     browser: &Browser,
     selector: &str,
     what: &str,
@@ -79,7 +79,7 @@ async fn wait_text(
     .await
 }
 
-async fn wait_open(browser: &Browser, dialog: &str, open: bool) {
+pub(super) async fn wait_open(browser: &Browser, dialog: &str, open: bool) {
     wait_for(&format!("{dialog} open={open}"), SHOWN, || async {
         let value = browser
             .js(
@@ -96,7 +96,7 @@ async fn wait_open(browser: &Browser, dialog: &str, open: bool) {
     .await;
 }
 
-async fn sign_in(browser: &Browser, app: &TestApp) {
+pub(super) async fn sign_in(browser: &Browser, app: &TestApp) {
     browser.goto(&console_url(app)).await;
     wait_console(browser, "signed-out").await;
     type_into(browser, "#signin-key", TEST_ADMIN_KEY).await;
@@ -119,7 +119,7 @@ async fn chart(browser: &Browser) -> Result<Value, String> {
 /// Fails on any console error except the network lines of the refusals listed in `provoked`
 /// (each a fragment of the message, e.g. `/api/admin/rooms - Failed to load resource: the
 /// server responded with a status of 400`).
-async fn assert_no_console_errors_but(browser: &Browser, provoked: &[&str]) {
+pub(super) async fn assert_no_console_errors_but(browser: &Browser, provoked: &[&str]) {
     let unexpected: Vec<String> = browser
         .console_errors()
         .await

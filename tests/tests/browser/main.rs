@@ -5,4 +5,5 @@
 //! `qm_tests::axe`).
 
 mod console;
+mod console_controls;
 mod visitor;
