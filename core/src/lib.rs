@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod eta;
 pub mod ids;
+pub mod line;
 pub mod room;
 pub mod support_ref;
 pub mod token;

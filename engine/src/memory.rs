@@ -121,14 +121,7 @@ impl Store for MemoryStore {
     }
 
     fn list_rooms(&self) -> StoreFuture<'_, Vec<RoomJson>> {
-        let now = self.now_ms();
-        let rooms = self
-            .rooms
-            .all()
-            .iter()
-            .filter_map(|slot| slot.read(|room| room.is_live().then(|| room.admin_json(now))))
-            .collect();
-        Box::pin(ready(Ok(rooms)))
+        Box::pin(ready(Ok(self.rooms.admin_rooms(self.now_ms()))))
     }
 
     fn room_info(&self, room_id: String) -> StoreFuture<'_, RoomInfoReply> {

@@ -158,6 +158,14 @@ impl<S> RoomTable<S> {
         slots
     }
 
+    /// The admin objects of every room that exists, in creation order.
+    pub(crate) fn admin_rooms(&self, now_ms: i64) -> Vec<serde_json::Value> {
+        self.all()
+            .iter()
+            .filter_map(|slot| slot.read(|room| room.is_live().then(|| room.admin_json(now_ms))))
+            .collect()
+    }
+
     /// Rooms that exist.
     pub(crate) fn live_count(&self) -> u64 {
         let slots: Vec<Arc<Slot<S>>> = lock(&self.slots).values().cloned().collect();

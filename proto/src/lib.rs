@@ -18,20 +18,12 @@ impl RoomView {
         if !self.exists || generation != self.generation {
             return None;
         }
-        if ticket < self.head || ticket >= self.next_ticket {
-            return None;
-        }
-        // `holes` is sorted ascending: count those ahead of the ticket, refuse the ticket itself.
-        let holes_ahead = self.holes.partition_point(|hole| *hole < ticket);
-        if self.holes.get(holes_ahead) == Some(&ticket) {
-            return None;
-        }
-        Some(ticket - self.head - holes_ahead as u64 + 1)
+        qm_core::line::position_of(self.head, self.next_ticket, &self.holes, ticket)
     }
 
     /// Number of tickets waiting in this view.
     pub fn waiting(&self) -> u64 {
-        self.next_ticket.saturating_sub(self.head) - self.holes.len() as u64
+        qm_core::line::waiting(self.head, self.next_ticket, &self.holes)
     }
 }
 

@@ -439,19 +439,12 @@ impl Room {
 
     /// Number of waiting tickets.
     pub fn waiting(&self) -> u64 {
-        self.next_ticket - self.head - self.holes.len() as u64
+        qm_core::line::waiting(self.head, self.next_ticket, &self.holes)
     }
 
     /// 1-based position of a waiting ticket: only waiting tickets ahead count.
     pub fn position_of(&self, ticket: u64) -> Option<u64> {
-        if ticket < self.head || ticket >= self.next_ticket {
-            return None;
-        }
-        let holes_ahead = self.holes.partition_point(|hole| *hole < ticket);
-        if self.holes.get(holes_ahead) == Some(&ticket) {
-            return None;
-        }
-        Some(ticket - self.head - holes_ahead as u64 + 1)
+        qm_core::line::position_of(self.head, self.next_ticket, &self.holes, ticket)
     }
 
     /// The `count`-th lowest waiting ticket (1-based), i.e. the last one a promotion of

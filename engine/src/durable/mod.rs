@@ -265,14 +265,7 @@ impl Store for DurableStore {
     }
 
     fn list_rooms(&self) -> StoreFuture<'_, Vec<RoomJson>> {
-        let now = self.shared.now_ms();
-        let rooms = self
-            .shared
-            .rooms
-            .all()
-            .iter()
-            .filter_map(|slot| slot.read(|room| room.is_live().then(|| room.admin_json(now))))
-            .collect();
+        let rooms = self.shared.rooms.admin_rooms(self.shared.now_ms());
         Box::pin(std::future::ready(Ok(rooms)))
     }
 
