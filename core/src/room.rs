@@ -79,8 +79,12 @@ pub const READ_ONLY_KEYS: &[&str] = &[
     "absentWaiting",
 ];
 
+/// Longest `passedTtlSec`: a day. The engine drops passes older than this from its live list.
+pub const MAX_PASSED_TTL_SEC: u64 = 86_400;
+
 /// One room's configuration: exactly the writable set, camelCase on the wire, `null` where a
 /// nullable field is unset.
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoomConfig {
@@ -219,7 +223,7 @@ impl RoomConfig {
                 value,
                 "passedTtlSec",
                 10,
-                86_400,
+                MAX_PASSED_TTL_SEC,
                 ErrorCode::InvalidPassedTtlSec,
             )?;
         }

@@ -14,7 +14,7 @@ use super::prequeue::PreQueue;
 
 /// Longest `passedTtlSec`: passes older than this can never hold a slot again, so they are
 /// dropped from the live-pass list.
-pub(crate) const MAX_PASS_TTL_MS: i64 = 86_400_000;
+pub(crate) const MAX_PASS_TTL_MS: i64 = qm_core::room::MAX_PASSED_TTL_SEC as i64 * 1000;
 /// Most credit a room carries between slices: one visitor (in sixtieths). A slice that
 /// admitted all it could leaves less than that anyway (the fraction that makes 90/min read
 /// 1, 2, 1, 2 and 1/min admit once a minute), so the cap only bites when admission was held
