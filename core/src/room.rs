@@ -84,7 +84,6 @@ pub const MAX_PASSED_TTL_SEC: u64 = 86_400;
 
 /// One room's configuration: exactly the writable set, camelCase on the wire, `null` where a
 /// nullable field is unset.
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoomConfig {
