@@ -17,11 +17,10 @@ use std::convert::Infallible;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use axum::Json;
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::Stream;
@@ -89,14 +88,11 @@ impl TicketStore {
     }
 }
 
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/sse-ticket", post(mint_ticket))
-        .route("/events", get(events))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
-
-async fn mint_ticket(caller: Authenticated, State(state): State<AdminState>) -> Response {
+/// POST /api/admin/sse-ticket.
+pub(crate) async fn mint_ticket(
+    caller: Authenticated,
+    State(state): State<AdminState>,
+) -> Response {
     match state.tickets.mint(caller.credential) {
         Ok(ticket) => {
             Json(json!({ "ticket": ticket, "expiresInSec": TICKET_TTL.as_secs() })).into_response()
@@ -106,11 +102,12 @@ async fn mint_ticket(caller: Authenticated, State(state): State<AdminState>) -> 
 }
 
 #[derive(Debug, Deserialize)]
-struct EventsQuery {
+pub(crate) struct EventsQuery {
     ticket: Option<String>,
 }
 
-async fn events(
+/// GET /api/admin/events.
+pub(crate) async fn events(
     State(state): State<AdminState>,
     Query(query): Query<EventsQuery>,
     method: Method,

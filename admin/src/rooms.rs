@@ -2,9 +2,8 @@
 //! flush, schedule, eject, purge). Bodies are validated at the engine, atomically with the room
 //! they change (qm-core owns the rules); this module only checks what the route itself names.
 
+use axum::Json;
 use axum::extract::{Path, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{
     EjectRequest, FlushRequest, ListRoomsRequest, PutRoomRequest, RoomRef, ScheduleRequest,
@@ -21,19 +20,6 @@ const MAX_FLUSH: u64 = 1_000_000;
 
 type JsonBody = Result<Json<Value>, axum::extract::rejection::JsonRejection>;
 type Answer = Result<Json<Value>, AppError>;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/rooms", get(list_rooms).post(put_room))
-        .route("/rooms/{id}", get(get_room).delete(delete_room))
-        .route("/rooms/{id}/state", post(set_state))
-        .route("/rooms/{id}/rate", post(set_rate))
-        .route("/rooms/{id}/flush", post(flush))
-        .route("/rooms/{id}/schedule", post(schedule))
-        .route("/rooms/{id}/eject", post(eject))
-        .route("/rooms/{id}/purge", post(purge))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
 
 fn room_id(id: String) -> Result<String, AppError> {
     if qm_core::ids::is_valid_room_id(&id) {
@@ -62,7 +48,7 @@ fn parse_room(room_json: &str) -> Result<Value, AppError> {
     })
 }
 
-async fn list_rooms(_: Authenticated, State(state): State<AdminState>) -> Answer {
+pub(crate) async fn list_rooms(_: Authenticated, State(state): State<AdminState>) -> Answer {
     let reply = state
         .engine
         .clone()
@@ -77,7 +63,11 @@ async fn list_rooms(_: Authenticated, State(state): State<AdminState>) -> Answer
     Ok(Json(json!({ "rooms": rooms })))
 }
 
-async fn put_room(_: Authenticated, State(state): State<AdminState>, body: JsonBody) -> Answer {
+pub(crate) async fn put_room(
+    _: Authenticated,
+    State(state): State<AdminState>,
+    body: JsonBody,
+) -> Answer {
     let body = object(body)?;
     let reply = state
         .engine
@@ -92,7 +82,7 @@ async fn put_room(_: Authenticated, State(state): State<AdminState>, body: JsonB
     ))
 }
 
-async fn get_room(
+pub(crate) async fn get_room(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,
@@ -108,7 +98,7 @@ async fn get_room(
     Ok(Json(json!({ "room": parse_room(&reply.room_json)? })))
 }
 
-async fn delete_room(
+pub(crate) async fn delete_room(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,
@@ -124,7 +114,7 @@ async fn delete_room(
     Ok(Json(json!({ "ok": true, "deleted": reply.deleted })))
 }
 
-async fn set_state(
+pub(crate) async fn set_state(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,
@@ -149,7 +139,7 @@ async fn set_state(
     ))
 }
 
-async fn set_rate(
+pub(crate) async fn set_rate(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,
@@ -171,7 +161,7 @@ async fn set_rate(
     ))
 }
 
-async fn flush(
+pub(crate) async fn flush(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,
@@ -200,7 +190,7 @@ async fn flush(
     ))
 }
 
-async fn schedule(
+pub(crate) async fn schedule(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,
@@ -219,7 +209,7 @@ async fn schedule(
     ))
 }
 
-async fn eject(
+pub(crate) async fn eject(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,
@@ -248,7 +238,7 @@ async fn eject(
     ))
 }
 
-async fn purge(
+pub(crate) async fn purge(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,

@@ -12,10 +12,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
@@ -206,12 +204,6 @@ fn cookie_header(value: &str, max_age_sec: u64, secure: bool) -> Option<HeaderVa
     HeaderValue::from_str(&cookie).ok()
 }
 
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/session", get(who).post(sign_in).delete(sign_out))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
-
 type JsonBody = Result<Json<Value>, axum::extract::rejection::JsonRejection>;
 
 fn no_store(mut response: Response) -> Response {
@@ -221,7 +213,7 @@ fn no_store(mut response: Response) -> Response {
     response
 }
 
-async fn sign_in(
+pub(crate) async fn sign_in(
     State(state): State<AdminState>,
     uri: Uri,
     headers: HeaderMap,
@@ -255,7 +247,7 @@ async fn sign_in(
     Ok(no_store(response))
 }
 
-async fn sign_out(
+pub(crate) async fn sign_out(
     State(state): State<AdminState>,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
@@ -281,7 +273,10 @@ async fn sign_out(
 
 /// Who the console cookie speaks for: lets the console page decide between its sign-in form
 /// and its dashboard without trying a real call first.
-async fn who(State(state): State<AdminState>, headers: HeaderMap) -> Result<Response, AppError> {
+pub(crate) async fn who(
+    State(state): State<AdminState>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
     let Some((_, principal, left)) = session_of(&state.sessions, &headers) else {
         return Err(AuthError::NoSession.into());
     };

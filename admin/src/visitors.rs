@@ -8,10 +8,9 @@
 //! Grants: any console credential may read it (the spec's viewer and above). The monitor token,
 //! which is refused visitors, does not exist yet; when it does, it must be turned away here.
 
+use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::routing::get;
-use axum::{Json, Router};
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::LookupVisitorsRequest;
 use qm_proto::engine::lookup_visitors_request::Query as Lookup;
@@ -20,12 +19,6 @@ use serde_json::Value;
 use crate::AdminState;
 use crate::auth::Authenticated;
 use qm_http::AppError;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/rooms/{id}/visitors", get(lookup))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
 
 fn query_error(message: &str) -> AppError {
     ApiError::new(ErrorCode::InvalidVisitorQuery, message.to_owned()).into()
@@ -73,7 +66,8 @@ fn parse_query(pairs: &[(String, String)]) -> Result<Lookup, AppError> {
     }
 }
 
-async fn lookup(
+/// GET /api/admin/rooms/:id/visitors.
+pub(crate) async fn lookup(
     _: Authenticated,
     State(state): State<AdminState>,
     Path(id): Path<String>,
