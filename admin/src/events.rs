@@ -34,6 +34,7 @@ use tokio::sync::watch;
 use crate::AdminState;
 use crate::auth::{AuthError, Authenticated, Credential, authenticate};
 use crate::frames::{FrameSequence, Sparkline, totals};
+use crate::rooms::parse_rooms;
 use qm_http::AppError;
 
 /// How long a ticket may wait to be redeemed.
@@ -196,15 +197,7 @@ async fn read_engine(state: &AdminState) -> Result<(Vec<Value>, Value), ApiError
     let mut engine = state.engine.clone();
     let listed = engine.list_rooms(ListRoomsRequest {}).await?.into_inner();
     let stats = engine.stats(StatsRequest {}).await?.into_inner();
-    let rooms = listed
-        .room_json
-        .iter()
-        .map(|room| {
-            serde_json::from_str(room).map_err(|error| {
-                ApiError::internal(format!("engine sent an unreadable room: {error}"))
-            })
-        })
-        .collect::<Result<Vec<Value>, _>>()?;
+    let rooms = parse_rooms(&listed.room_json)?;
     let storage = json!({
         "store": stats.store,
         "ready": stats.storage_ready,

@@ -7,6 +7,7 @@ mod auth;
 mod console;
 mod docs;
 mod events;
+mod extract;
 mod frames;
 mod health;
 mod metrics;
