@@ -20,9 +20,6 @@ use crate::auth::Authenticated;
 use crate::extract::{ObjectBody, RoomTarget};
 use qm_http::AppError;
 
-/// Largest flush an operator can ask for in one call.
-const MAX_FLUSH: u64 = 1_000_000;
-
 type Answer = Result<Json<Value>, AppError>;
 
 /// A room as the engine sent it (its JSON text).
@@ -111,16 +108,7 @@ pub(crate) async fn set_rate(mut room: RoomTarget, ObjectBody(body): ObjectBody)
 
 /// POST /rooms/:id/flush `{count}`.
 pub(crate) async fn flush(mut room: RoomTarget, ObjectBody(body): ObjectBody) -> Answer {
-    let count = match body.get("count").and_then(Value::as_u64) {
-        Some(count) if (1..=MAX_FLUSH).contains(&count) => count,
-        _ => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidCount,
-                format!("count must be a whole number from 1 to {MAX_FLUSH}"),
-            )
-            .into());
-        }
-    };
+    let count = qm_core::room::parse_flush_body(&body)?;
     let request = FlushRequest {
         room_id: room.id,
         count,
@@ -142,16 +130,7 @@ pub(crate) async fn schedule(mut room: RoomTarget, ObjectBody(body): ObjectBody)
 
 /// POST /rooms/:id/eject `{ticket}`.
 pub(crate) async fn eject(mut room: RoomTarget, ObjectBody(body): ObjectBody) -> Answer {
-    let ticket = match body.get("ticket").and_then(Value::as_u64) {
-        Some(ticket) if ticket >= 1 => ticket,
-        _ => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidTicket,
-                "ticket must be a ticket number (a whole number from 1)",
-            )
-            .into());
-        }
-    };
+    let ticket = qm_core::room::parse_eject_body(&body)?;
     let request = EjectRequest {
         room_id: room.id,
         ticket,
