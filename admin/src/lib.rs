@@ -14,6 +14,7 @@ mod metrics;
 mod rooms;
 mod routes;
 mod session;
+mod session_routes;
 mod visitors;
 
 use std::future::Future;

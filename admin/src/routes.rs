@@ -6,7 +6,7 @@
 use axum::Router;
 use axum::routing::{get, post};
 
-use crate::{AdminState, console, docs, events, health, metrics, rooms, session, visitors};
+use crate::{AdminState, console, docs, events, health, metrics, rooms, session_routes, visitors};
 
 /// The whole router of the process, with its state.
 pub(crate) fn router(state: AdminState) -> Router {
@@ -55,9 +55,9 @@ fn api_routes() -> Router<AdminState> {
         .route("/health", get(health::admin_health))
         .route(
             "/session",
-            get(session::who)
-                .post(session::sign_in)
-                .delete(session::sign_out),
+            get(session_routes::who)
+                .post(session_routes::sign_in)
+                .delete(session_routes::sign_out),
         )
         .route("/sse-ticket", post(events::mint_ticket))
         .route("/events", get(events::events))
