@@ -80,21 +80,10 @@ fn guide(locale: Locale, name: String, headers: &HeaderMap) -> Result<Response, 
 pub(crate) async fn stylesheet(Path(file): Path<String>) -> Result<Response, AppError> {
     let css = docs::stylesheet(&file)
         .ok_or_else(|| AppError::new(ErrorCode::NotFound, "no such asset in this build"))?;
-    Ok((
-        [
-            (
-                CONTENT_TYPE,
-                HeaderValue::from_static(qm_http::CSS_CONTENT_TYPE),
-            ),
-            (
-                CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=31536000, immutable"),
-            ),
-            (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-        ],
-        css,
-    )
-        .into_response())
+    Ok(qm_http::immutable_asset(
+        qm_http::CSS_CONTENT_TYPE,
+        css.as_bytes(),
+    ))
 }
 
 /// A page with its headers; `request` (when given) may make it a 304 by its `If-None-Match`.
