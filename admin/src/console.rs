@@ -12,10 +12,8 @@
 
 use std::sync::LazyLock;
 
-use axum::Router;
 use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use http::HeaderValue;
 use http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, REFERRER_POLICY, X_CONTENT_TYPE_OPTIONS,
@@ -122,19 +120,8 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
     page.replace("{{defaults_json}}", &defaults.to_string())
 });
 
-/// The console's routes; they read no state, so they fit any router.
-pub(crate) fn routes<S>() -> Router<S>
-where
-    S: Clone + Send + Sync + 'static,
-{
-    Router::new()
-        .route("/", get(page))
-        .route("/assets/{name}", get(asset))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
-
 /// GET /. `no-cache`: a deploy is seen at the next load, and the page names the new assets.
-async fn page() -> Response {
+pub(crate) async fn page() -> Response {
     (
         [
             (CONTENT_TYPE, HeaderValue::from_static(HTML_CONTENT_TYPE)),
@@ -153,7 +140,7 @@ async fn page() -> Response {
 }
 
 /// GET /assets/:name: an asset of this build by its hashed name, cached forever.
-async fn asset(Path(name): Path<String>) -> Result<Response, AppError> {
+pub(crate) async fn asset(Path(name): Path<String>) -> Result<Response, AppError> {
     let asset = ASSETS
         .iter()
         .find(|asset| asset.file_name == name)

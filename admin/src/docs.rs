@@ -7,10 +7,8 @@
 //! strong ETag: a browser revalidates every time (a deploy is seen at once) and is answered 304
 //! without a body while nothing changed.
 
-use axum::Router;
 use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH,
     X_CONTENT_TYPE_OPTIONS,
@@ -21,27 +19,9 @@ use qm_docs::{self as docs, DocPage, Locale};
 
 use crate::AppError;
 
-/// Every documentation route; they read no state, so they fit any router.
-pub(crate) fn routes<S>() -> Router<S>
-where
-    S: Clone + Send + Sync + 'static,
-{
-    Router::new()
-        .route("/progress", get(progress))
-        .route("/docs", get(english_index))
-        .route("/docs/", get(english_index))
-        .route("/docs/th", get(thai_index))
-        .route("/docs/th/", get(thai_index))
-        .route("/docs/th/{name}", get(thai_guide))
-        .route("/docs/assets/{file}", get(stylesheet))
-        .route("/docs/{name}", get(english_guide))
-        // The same 405 envelope as every other path of this process.
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
-
 /// Why a documentation request has no page.
 #[derive(Debug)]
-enum DocsError {
+pub(crate) enum DocsError {
     /// No guide answers to the name: a 404 page in the reader's language, listing the guides.
     UnknownGuide { locale: Locale, name: String },
 }
@@ -58,22 +38,22 @@ impl IntoResponse for DocsError {
 }
 
 /// GET /progress.
-async fn progress(headers: HeaderMap) -> Response {
+pub(crate) async fn progress(headers: HeaderMap) -> Response {
     page_response(StatusCode::OK, docs::progress(), Some(&headers))
 }
 
 /// GET /docs.
-async fn english_index(headers: HeaderMap) -> Response {
+pub(crate) async fn english_index(headers: HeaderMap) -> Response {
     page_response(StatusCode::OK, docs::index(Locale::En), Some(&headers))
 }
 
 /// GET /docs/th.
-async fn thai_index(headers: HeaderMap) -> Response {
+pub(crate) async fn thai_index(headers: HeaderMap) -> Response {
     page_response(StatusCode::OK, docs::index(Locale::Th), Some(&headers))
 }
 
 /// GET /docs/:name.
-async fn english_guide(
+pub(crate) async fn english_guide(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, DocsError> {
@@ -81,7 +61,10 @@ async fn english_guide(
 }
 
 /// GET /docs/th/:name.
-async fn thai_guide(Path(name): Path<String>, headers: HeaderMap) -> Result<Response, DocsError> {
+pub(crate) async fn thai_guide(
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, DocsError> {
     guide(Locale::Th, name, &headers)
 }
 
@@ -94,24 +77,13 @@ fn guide(locale: Locale, name: String, headers: &HeaderMap) -> Result<Response, 
 
 /// GET /docs/assets/:file: the stylesheet under its content hash, cached forever like the
 /// waiting page's assets (a new build links a new name).
-async fn stylesheet(Path(file): Path<String>) -> Result<Response, AppError> {
+pub(crate) async fn stylesheet(Path(file): Path<String>) -> Result<Response, AppError> {
     let css = docs::stylesheet(&file)
         .ok_or_else(|| AppError::new(ErrorCode::NotFound, "no such asset in this build"))?;
-    Ok((
-        [
-            (
-                CONTENT_TYPE,
-                HeaderValue::from_static(qm_http::CSS_CONTENT_TYPE),
-            ),
-            (
-                CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=31536000, immutable"),
-            ),
-            (X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
-        ],
-        css,
-    )
-        .into_response())
+    Ok(qm_http::immutable_asset(
+        qm_http::CSS_CONTENT_TYPE,
+        css.as_bytes(),
+    ))
 }
 
 /// A page with its headers; `request` (when given) may make it a 304 by its `If-None-Match`.

@@ -17,11 +17,10 @@ use std::convert::Infallible;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use axum::Json;
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::Stream;
@@ -35,6 +34,7 @@ use tokio::sync::watch;
 use crate::AdminState;
 use crate::auth::{AuthError, Authenticated, Credential, authenticate};
 use crate::frames::{FrameSequence, Sparkline, totals};
+use crate::rooms::parse_rooms;
 use qm_http::AppError;
 
 /// How long a ticket may wait to be redeemed.
@@ -89,14 +89,11 @@ impl TicketStore {
     }
 }
 
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/sse-ticket", post(mint_ticket))
-        .route("/events", get(events))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
-
-async fn mint_ticket(caller: Authenticated, State(state): State<AdminState>) -> Response {
+/// POST /api/admin/sse-ticket.
+pub(crate) async fn mint_ticket(
+    caller: Authenticated,
+    State(state): State<AdminState>,
+) -> Response {
     match state.tickets.mint(caller.credential) {
         Ok(ticket) => {
             Json(json!({ "ticket": ticket, "expiresInSec": TICKET_TTL.as_secs() })).into_response()
@@ -106,11 +103,12 @@ async fn mint_ticket(caller: Authenticated, State(state): State<AdminState>) -> 
 }
 
 #[derive(Debug, Deserialize)]
-struct EventsQuery {
+pub(crate) struct EventsQuery {
     ticket: Option<String>,
 }
 
-async fn events(
+/// GET /api/admin/events.
+pub(crate) async fn events(
     State(state): State<AdminState>,
     Query(query): Query<EventsQuery>,
     method: Method,
@@ -199,15 +197,7 @@ async fn read_engine(state: &AdminState) -> Result<(Vec<Value>, Value), ApiError
     let mut engine = state.engine.clone();
     let listed = engine.list_rooms(ListRoomsRequest {}).await?.into_inner();
     let stats = engine.stats(StatsRequest {}).await?.into_inner();
-    let rooms = listed
-        .room_json
-        .iter()
-        .map(|room| {
-            serde_json::from_str(room).map_err(|error| {
-                ApiError::internal(format!("engine sent an unreadable room: {error}"))
-            })
-        })
-        .collect::<Result<Vec<Value>, _>>()?;
+    let rooms = parse_rooms(&listed.room_json)?;
     let storage = json!({
         "store": stats.store,
         "ready": stats.storage_ready,

@@ -1,9 +1,8 @@
 //! Readiness of the admin process (`/healthz`) and the operator's health view
 //! (`/api/admin/health`): effective configuration, storage state and misconfiguration warnings.
 
+use axum::Json;
 use axum::extract::State;
-use axum::routing::get;
-use axum::{Json, Router};
 use http::StatusCode;
 use qm_proto::StatsRequest;
 use serde_json::{Value, json};
@@ -11,12 +10,6 @@ use serde_json::{Value, json};
 use crate::AdminState;
 use crate::auth::Authenticated;
 use qm_http::AppError;
-
-pub(crate) fn admin_routes() -> Router<AdminState> {
-    Router::new()
-        .route("/health", get(admin_health))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
 
 /// 200 when the engine answers its health check, 503 naming what is missing otherwise.
 pub(crate) async fn healthz(State(state): State<AdminState>) -> (StatusCode, Json<Value>) {
@@ -36,7 +29,8 @@ pub(crate) async fn healthz(State(state): State<AdminState>) -> (StatusCode, Jso
     (status, Json(body))
 }
 
-async fn admin_health(
+/// GET /api/admin/health.
+pub(crate) async fn admin_health(
     _: Authenticated,
     State(state): State<AdminState>,
 ) -> Result<Json<Value>, AppError> {

@@ -7,11 +7,14 @@ mod auth;
 mod console;
 mod docs;
 mod events;
+mod extract;
 mod frames;
 mod health;
 mod metrics;
 mod rooms;
+mod routes;
 mod session;
+mod session_routes;
 mod visitors;
 
 use std::future::Future;
@@ -19,7 +22,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::get;
 use qm_core::config::Config;
 use qm_proto::EngineClient;
 use tokio::sync::watch;
@@ -64,22 +66,9 @@ impl AdminApp {
         }
     }
 
-    /// Every route of the admin process.
+    /// Every route of the admin process; the table is `routes.rs`.
     pub fn router(&self) -> Router {
-        let api = rooms::routes()
-            .merge(health::admin_routes())
-            .merge(session::routes())
-            .merge(events::routes())
-            .merge(metrics::routes())
-            .merge(visitors::routes());
-        Router::new()
-            .nest("/api/admin", api.clone())
-            .nest("/api/v1/admin", api)
-            .route("/healthz", get(health::healthz))
-            .merge(console::routes())
-            .merge(docs::routes())
-            .fallback(qm_http::not_found)
-            .with_state(self.state.clone())
+        routes::router(self.state.clone())
     }
 
     /// Serves until `shutdown` resolves, then drains open requests for at most

@@ -5,9 +5,8 @@
 //! two consecutive samples scaled to a minute (`null` for the first point, which has no
 //! predecessor).
 
+use axum::Json;
 use axum::extract::{Query, State};
-use axum::routing::get;
-use axum::{Json, Router};
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{HistoryRequest, HistorySample};
 use serde::Deserialize;
@@ -26,14 +25,8 @@ const RANGES: &[(&str, i64)] = &[
 ];
 const DEFAULT_RANGE: &str = "15m";
 
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
-
 #[derive(Debug, Deserialize)]
-struct MetricsQuery {
+pub(crate) struct MetricsQuery {
     #[serde(rename = "roomId")]
     room_id: Option<String>,
     range: Option<String>,
@@ -85,7 +78,8 @@ pub(crate) fn points(samples: &[HistorySample]) -> Vec<Value> {
         .collect()
 }
 
-async fn metrics(
+/// GET /api/admin/metrics.
+pub(crate) async fn metrics(
     _: Authenticated,
     State(state): State<AdminState>,
     Query(query): Query<MetricsQuery>,

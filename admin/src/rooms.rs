@@ -1,138 +1,86 @@
 //! The room routes: create/update, list, read, delete and the live controls (state, rate,
 //! flush, schedule, eject, purge). Bodies are validated at the engine, atomically with the room
 //! they change (qm-core owns the rules); this module only checks what the route itself names.
+//!
+//! Each handler is the same four steps: let the caller in and read the room id
+//! ([`RoomTarget`]), read the body ([`ObjectBody`]), make one engine call, and answer its reply
+//! — a change answers `{ok: true, ..., room}` through [`changed`].
 
-use axum::extract::{Path, State};
-use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
+use axum::extract::State;
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{
     EjectRequest, FlushRequest, ListRoomsRequest, PutRoomRequest, RoomRef, ScheduleRequest,
     SetRateRequest, SetStateRequest,
 };
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::AdminState;
 use crate::auth::Authenticated;
+use crate::extract::{ObjectBody, RoomTarget};
 use qm_http::AppError;
 
-/// Largest flush an operator can ask for in one call.
-const MAX_FLUSH: u64 = 1_000_000;
-
-type JsonBody = Result<Json<Value>, axum::extract::rejection::JsonRejection>;
 type Answer = Result<Json<Value>, AppError>;
 
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/rooms", get(list_rooms).post(put_room))
-        .route("/rooms/{id}", get(get_room).delete(delete_room))
-        .route("/rooms/{id}/state", post(set_state))
-        .route("/rooms/{id}/rate", post(set_rate))
-        .route("/rooms/{id}/flush", post(flush))
-        .route("/rooms/{id}/schedule", post(schedule))
-        .route("/rooms/{id}/eject", post(eject))
-        .route("/rooms/{id}/purge", post(purge))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
+/// A room as the engine sent it (its JSON text).
+pub(crate) fn parse_room(room_json: &str) -> Result<Value, ApiError> {
+    serde_json::from_str(room_json)
+        .map_err(|error| ApiError::internal(format!("engine sent an unreadable room: {error}")))
 }
 
-fn room_id(id: String) -> Result<String, AppError> {
-    if qm_core::ids::is_valid_room_id(&id) {
-        Ok(id)
-    } else {
-        Err(ApiError::new(
-            ErrorCode::InvalidRoomId,
-            "room ids are 1-64 characters of A-Z a-z 0-9 _ -",
-        )
-        .into())
+/// The rooms of a listing, in the engine's order.
+pub(crate) fn parse_rooms(rooms_json: &[String]) -> Result<Vec<Value>, ApiError> {
+    rooms_json.iter().map(|room| parse_room(room)).collect()
+}
+
+/// The answer to a change: `{ok: true}`, then `fields` in order, then the room as it stands
+/// after the change.
+fn changed<const N: usize>(room_json: &str, fields: [(&str, Value); N]) -> Answer {
+    let mut answer = Map::new();
+    answer.insert("ok".to_owned(), Value::Bool(true));
+    for (name, value) in fields {
+        answer.insert(name.to_owned(), value);
     }
+    answer.insert("room".to_owned(), parse_room(room_json)?);
+    Ok(Json(Value::Object(answer)))
 }
 
-fn object(body: JsonBody) -> Result<Value, AppError> {
-    let Json(value) = body?;
-    if value.is_object() {
-        Ok(value)
-    } else {
-        Err(ApiError::new(ErrorCode::InvalidJson, "the body must be a JSON object").into())
-    }
-}
-
-fn parse_room(room_json: &str) -> Result<Value, AppError> {
-    serde_json::from_str(room_json).map_err(|error| {
-        ApiError::internal(format!("engine sent an unreadable room: {error}")).into()
-    })
-}
-
-async fn list_rooms(_: Authenticated, State(state): State<AdminState>) -> Answer {
-    let reply = state
-        .engine
-        .clone()
-        .list_rooms(ListRoomsRequest {})
-        .await?
-        .into_inner();
-    let rooms = reply
-        .room_json
-        .iter()
-        .map(|room| parse_room(room))
-        .collect::<Result<Vec<_>, _>>()?;
+/// GET /rooms.
+pub(crate) async fn list_rooms(_: Authenticated, State(state): State<AdminState>) -> Answer {
+    let reply = state.engine.clone().list_rooms(ListRoomsRequest {}).await?;
+    let rooms = parse_rooms(&reply.into_inner().room_json)?;
     Ok(Json(json!({ "rooms": rooms })))
 }
 
-async fn put_room(_: Authenticated, State(state): State<AdminState>, body: JsonBody) -> Answer {
-    let body = object(body)?;
-    let reply = state
-        .engine
-        .clone()
-        .put_room(PutRoomRequest {
-            body_json: body.to_string(),
-        })
-        .await?
-        .into_inner();
-    Ok(Json(
-        json!({ "ok": true, "created": reply.created, "room": parse_room(&reply.room_json)? }),
-    ))
-}
-
-async fn get_room(
+/// POST /rooms: creates the room or updates it.
+pub(crate) async fn put_room(
     _: Authenticated,
     State(state): State<AdminState>,
-    Path(id): Path<String>,
+    ObjectBody(body): ObjectBody,
 ) -> Answer {
-    let reply = state
-        .engine
-        .clone()
-        .get_room(RoomRef {
-            room_id: room_id(id)?,
-        })
-        .await?
-        .into_inner();
+    let body_json = body.to_string();
+    let request = PutRoomRequest { body_json };
+    let reply = state.engine.clone().put_room(request).await?.into_inner();
+    changed(&reply.room_json, [("created", json!(reply.created))])
+}
+
+/// GET /rooms/:id.
+pub(crate) async fn get_room(mut room: RoomTarget) -> Answer {
+    let request = RoomRef { room_id: room.id };
+    let reply = room.engine.get_room(request).await?.into_inner();
     Ok(Json(json!({ "room": parse_room(&reply.room_json)? })))
 }
 
-async fn delete_room(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-) -> Answer {
-    let reply = state
-        .engine
-        .clone()
-        .delete_room(RoomRef {
-            room_id: room_id(id)?,
-        })
-        .await?
-        .into_inner();
+/// DELETE /rooms/:id.
+pub(crate) async fn delete_room(mut room: RoomTarget) -> Answer {
+    let request = RoomRef { room_id: room.id };
+    let reply = room.engine.delete_room(request).await?.into_inner();
     Ok(Json(json!({ "ok": true, "deleted": reply.deleted })))
 }
 
-async fn set_state(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Answer {
-    let room_id = room_id(id)?;
-    let body = object(body)?;
-    let Some(new_state) = body.get("state").and_then(Value::as_str) else {
+/// POST /rooms/:id/state `{state}`; the engine checks the value.
+pub(crate) async fn set_state(mut room: RoomTarget, ObjectBody(body): ObjectBody) -> Answer {
+    let Some(state) = body.get("state").and_then(Value::as_str) else {
         return Err(ApiError::new(
             ErrorCode::InvalidState,
             "state must be one of active, paused, bypass",
@@ -140,127 +88,62 @@ async fn set_state(
         .into());
     };
     let request = SetStateRequest {
-        room_id,
-        state: new_state.to_owned(),
+        room_id: room.id,
+        state: state.to_owned(),
     };
-    let reply = state.engine.clone().set_state(request).await?.into_inner();
-    Ok(Json(
-        json!({ "ok": true, "room": parse_room(&reply.room_json)? }),
-    ))
+    let reply = room.engine.set_state(request).await?.into_inner();
+    changed(&reply.room_json, [])
 }
 
-async fn set_rate(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Answer {
-    let room_id = room_id(id)?;
-    let rate_per_minute = qm_core::room::parse_rate_body(&object(body)?)?;
-    let reply = state
-        .engine
-        .clone()
-        .set_rate(SetRateRequest {
-            room_id,
-            rate_per_minute,
-        })
-        .await?
-        .into_inner();
-    Ok(Json(
-        json!({ "ok": true, "room": parse_room(&reply.room_json)? }),
-    ))
-}
-
-async fn flush(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Answer {
-    let room_id = room_id(id)?;
-    let body = object(body)?;
-    let count = match body.get("count").and_then(Value::as_u64) {
-        Some(count) if (1..=MAX_FLUSH).contains(&count) => count,
-        _ => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidCount,
-                format!("count must be a whole number from 1 to {MAX_FLUSH}"),
-            )
-            .into());
-        }
+/// POST /rooms/:id/rate `{ratePerMinute}` (or `{rate}`).
+pub(crate) async fn set_rate(mut room: RoomTarget, ObjectBody(body): ObjectBody) -> Answer {
+    let rate_per_minute = qm_core::room::parse_rate_body(&body)?;
+    let request = SetRateRequest {
+        room_id: room.id,
+        rate_per_minute,
     };
-    let reply = state
-        .engine
-        .clone()
-        .flush(FlushRequest { room_id, count })
-        .await?
-        .into_inner();
-    Ok(Json(
-        json!({ "ok": true, "promoted": reply.promoted, "room": parse_room(&reply.room_json)? }),
-    ))
+    let reply = room.engine.set_rate(request).await?.into_inner();
+    changed(&reply.room_json, [])
 }
 
-async fn schedule(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Answer {
-    let room_id = room_id(id)?;
-    let body_json = object(body)?.to_string();
-    let reply = state
-        .engine
-        .clone()
-        .schedule(ScheduleRequest { room_id, body_json })
-        .await?
-        .into_inner();
-    Ok(Json(
-        json!({ "ok": true, "room": parse_room(&reply.room_json)? }),
-    ))
-}
-
-async fn eject(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Answer {
-    let room_id = room_id(id)?;
-    let body = object(body)?;
-    let ticket = match body.get("ticket").and_then(Value::as_u64) {
-        Some(ticket) if ticket >= 1 => ticket,
-        _ => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidTicket,
-                "ticket must be a ticket number (a whole number from 1)",
-            )
-            .into());
-        }
+/// POST /rooms/:id/flush `{count}`.
+pub(crate) async fn flush(mut room: RoomTarget, ObjectBody(body): ObjectBody) -> Answer {
+    let count = qm_core::room::parse_flush_body(&body)?;
+    let request = FlushRequest {
+        room_id: room.id,
+        count,
     };
-    let reply = state
-        .engine
-        .clone()
-        .eject(EjectRequest { room_id, ticket })
-        .await?
-        .into_inner();
-    Ok(Json(
-        json!({ "ok": true, "ticket": ticket, "was": reply.was, "room": parse_room(&reply.room_json)? }),
-    ))
+    let reply = room.engine.flush(request).await?.into_inner();
+    changed(&reply.room_json, [("promoted", json!(reply.promoted))])
 }
 
-async fn purge(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
-) -> Answer {
-    let reply = state
-        .engine
-        .clone()
-        .purge(RoomRef {
-            room_id: room_id(id)?,
-        })
-        .await?
-        .into_inner();
+/// POST /rooms/:id/schedule `{opensAt?, preQueueMaxPerIp?}`; the engine applies it.
+pub(crate) async fn schedule(mut room: RoomTarget, ObjectBody(body): ObjectBody) -> Answer {
+    let body_json = body.to_string();
+    let request = ScheduleRequest {
+        room_id: room.id,
+        body_json,
+    };
+    let reply = room.engine.schedule(request).await?.into_inner();
+    changed(&reply.room_json, [])
+}
+
+/// POST /rooms/:id/eject `{ticket}`.
+pub(crate) async fn eject(mut room: RoomTarget, ObjectBody(body): ObjectBody) -> Answer {
+    let ticket = qm_core::room::parse_eject_body(&body)?;
+    let request = EjectRequest {
+        room_id: room.id,
+        ticket,
+    };
+    let reply = room.engine.eject(request).await?.into_inner();
+    let fields = [("ticket", json!(ticket)), ("was", json!(reply.was))];
+    changed(&reply.room_json, fields)
+}
+
+/// POST /rooms/:id/purge: no body.
+pub(crate) async fn purge(mut room: RoomTarget) -> Answer {
+    let request = RoomRef { room_id: room.id };
+    let reply = room.engine.purge(request).await?.into_inner();
     let stats = parse_room(&reply.room_json)?;
     Ok(Json(
         json!({ "purged": reply.purged, "preQueue": reply.pre_queue, "stats": stats }),

@@ -8,24 +8,16 @@
 //! Grants: any console credential may read it (the spec's viewer and above). The monitor token,
 //! which is refused visitors, does not exist yet; when it does, it must be turned away here.
 
+use axum::Json;
+use axum::extract::Query;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
-use axum::routing::get;
-use axum::{Json, Router};
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::LookupVisitorsRequest;
 use qm_proto::engine::lookup_visitors_request::Query as Lookup;
 use serde_json::Value;
 
-use crate::AdminState;
-use crate::auth::Authenticated;
+use crate::extract::RoomTarget;
 use qm_http::AppError;
-
-pub(crate) fn routes() -> Router<AdminState> {
-    Router::new()
-        .route("/rooms/{id}/visitors", get(lookup))
-        .method_not_allowed_fallback(qm_http::method_not_allowed)
-}
 
 fn query_error(message: &str) -> AppError {
     ApiError::new(ErrorCode::InvalidVisitorQuery, message.to_owned()).into()
@@ -73,30 +65,18 @@ fn parse_query(pairs: &[(String, String)]) -> Result<Lookup, AppError> {
     }
 }
 
-async fn lookup(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Path(id): Path<String>,
+/// GET /api/admin/rooms/:id/visitors.
+pub(crate) async fn lookup(
+    mut room: RoomTarget,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
 ) -> Result<Json<Value>, AppError> {
-    if !qm_core::ids::is_valid_room_id(&id) {
-        return Err(ApiError::new(
-            ErrorCode::InvalidRoomId,
-            "room ids are 1-64 characters of A-Z a-z 0-9 _ -",
-        )
-        .into());
-    }
     let Query(pairs) = query.map_err(|_| query_error("the query string cannot be read"))?;
     let lookup = parse_query(&pairs)?;
-    let reply = state
-        .engine
-        .clone()
-        .lookup_visitors(LookupVisitorsRequest {
-            room_id: id,
-            query: Some(lookup),
-        })
-        .await?
-        .into_inner();
+    let request = LookupVisitorsRequest {
+        room_id: room.id,
+        query: Some(lookup),
+    };
+    let reply = room.engine.lookup_visitors(request).await?.into_inner();
     let answer = serde_json::from_str(&reply.answer_json).map_err(|error| {
         AppError::from(ApiError::internal(format!(
             "engine sent an unreadable lookup: {error}"

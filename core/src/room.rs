@@ -1,12 +1,14 @@
 //! The room document: the whole writable set of `POST /api/admin/rooms` as a typed
 //! [`RoomConfig`], and the one set of validation rules every process applies to it (create,
-//! update, `.../rate`, `.../schedule`). The engine validates a patch atomically with the stored
-//! room it merges into; the admin process may call the same functions to answer early.
+//! update, `.../rate`, `.../schedule`, and the `.../flush` and `.../eject` bodies). The engine
+//! validates a patch atomically with the stored room it merges into; the admin process may call
+//! the same functions to answer early.
 //!
 //! Every refusal is a 400 with the field's own code (`invalid_rate`, `invalid_url_pattern`, ...)
 //! and a message that names the field and says why, because an operator reading the error is
 //! the only person who can fix the body.
 
+mod controls;
 mod documents;
 mod fields;
 mod states;
@@ -18,6 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::{ApiError, ErrorCode};
 
+pub use controls::{MAX_FLUSH, check_flush_count, parse_eject_body, parse_flush_body};
 pub use documents::{AutoActivate, Autotune, Branding, Protection, ProtectionMode, is_hex_color};
 pub use states::{BackendDownPolicy, EffectiveState, RoomState};
 

@@ -455,3 +455,60 @@ async fn admin_health_shows_the_effective_config_without_secrets() {
     assert!(!reply.text.contains(TEST_ADMIN_KEY));
     assert!(!reply.text.contains("integration-test-secret"));
 }
+
+#[tokio::test]
+async fn room_commands_refuse_the_credential_then_the_room_id_then_the_body() {
+    let app = spawn_app().await;
+    app.create_room(room_body("order", 0, json!({}))).await;
+    let post = |path: String, body: Value, key: Option<&str>| {
+        let mut request = app
+            .http
+            .post(format!("{}/api/admin{path}", app.admin))
+            .json(&body);
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        app.send(request)
+    };
+    let not_an_object = json!(["not", "an", "object"]);
+    for action in ["state", "rate", "flush", "schedule", "eject"] {
+        let bad_room = format!("/rooms/bad%20id/{action}");
+        let good_room = format!("/rooms/order/{action}");
+        let anonymous = post(bad_room.clone(), not_an_object.clone(), None).await;
+        assert_eq!(
+            error_of(&anonymous),
+            (401, "unauthorized".into()),
+            "{action}"
+        );
+        let bad_id = post(bad_room, not_an_object.clone(), Some(TEST_ADMIN_KEY)).await;
+        assert_eq!(
+            error_of(&bad_id),
+            (400, "invalid_room_id".into()),
+            "{action}"
+        );
+        let bad_body = post(
+            good_room.clone(),
+            not_an_object.clone(),
+            Some(TEST_ADMIN_KEY),
+        )
+        .await;
+        assert_eq!(
+            error_of(&bad_body),
+            (400, "invalid_json".into()),
+            "{action}"
+        );
+        let no_json = app
+            .send(
+                app.http
+                    .post(format!("{}/api/admin{good_room}", app.admin))
+                    .bearer_auth(TEST_ADMIN_KEY)
+                    .body("count=1"),
+            )
+            .await;
+        assert_eq!(
+            error_of(&no_json),
+            (415, "unsupported_media_type".into()),
+            "{action}"
+        );
+    }
+}

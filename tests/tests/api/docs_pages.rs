@@ -91,6 +91,11 @@ async fn progress_renders_with_state_badges_and_a_known_row() {
         stylesheet.header("cache-control"),
         Some("public, max-age=31536000, immutable")
     );
+    assert_eq!(
+        stylesheet.header("content-type"),
+        Some("text/css; charset=utf-8")
+    );
+    assert_eq!(stylesheet.header("x-content-type-options"), Some("nosniff"));
     assert!(stylesheet.text.contains("prefers-color-scheme: dark"));
 }
 

@@ -92,6 +92,52 @@ async fn a_wrong_verb_is_405_with_allow() {
 }
 
 #[tokio::test]
+async fn every_admin_route_is_served_under_both_prefixes_with_its_verbs() {
+    let app = spawn_app().await;
+    // The admin routes table, as a client sees it: no admin route takes PATCH, so each answers
+    // 405 naming exactly the verbs it does take.
+    let routes = [
+        ("/rooms", "GET,HEAD,POST"),
+        ("/rooms/x", "GET,HEAD,DELETE"),
+        ("/rooms/x/state", "POST"),
+        ("/rooms/x/rate", "POST"),
+        ("/rooms/x/flush", "POST"),
+        ("/rooms/x/schedule", "POST"),
+        ("/rooms/x/eject", "POST"),
+        ("/rooms/x/purge", "POST"),
+        ("/rooms/x/visitors", "GET,HEAD"),
+        ("/health", "GET,HEAD"),
+        ("/session", "GET,HEAD,POST,DELETE"),
+        ("/sse-ticket", "POST"),
+        ("/events", "GET,HEAD"),
+        ("/metrics", "GET,HEAD"),
+    ];
+    for prefix in ["/api/admin", "/api/v1/admin"] {
+        for (path, verbs) in routes {
+            let url = format!("{}{prefix}{path}", app.admin);
+            let reply = app
+                .send(
+                    app.http
+                        .request(Method::PATCH, &url)
+                        .bearer_auth(qm_tests::TEST_ADMIN_KEY),
+                )
+                .await;
+            assert_eq!(reply.status, 405, "PATCH {url}: {}", reply.text);
+            assert_eq!(reply.code(), "method_not_allowed", "PATCH {url}");
+            let mut allow: Vec<&str> = reply
+                .header("allow")
+                .unwrap_or_default()
+                .split(',')
+                .collect();
+            let mut expected: Vec<&str> = verbs.split(',').collect();
+            allow.sort_unstable();
+            expected.sort_unstable();
+            assert_eq!(allow, expected, "PATCH {url}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn unknown_paths_answer_not_found_in_the_envelope() {
     let app = spawn_app().await;
     for url in [
