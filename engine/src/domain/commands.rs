@@ -1,7 +1,7 @@
 //! Commands on a room. Each validates against the current state, builds exactly one event and
 //! commits it through [`Room::apply`]; a command that changes nothing returns no event.
 
-use qm_core::room::{EffectiveState, ProtectionMode, RoomConfig, RoomState};
+use qm_core::room::{EffectiveState, ProtectionMode, RoomConfig, RoomState, check_flush_count};
 use qm_core::{ApiError, ErrorCode};
 use rand::Rng;
 
@@ -9,8 +9,6 @@ use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 use super::place::{Claim, LapseReason, PlaceAnswer, PlaceStatus};
 use super::room::{CREDIT_CAP_SIXTIETHS, Room, TicketStatus};
 
-/// Most tickets one flush may promote.
-pub const MAX_FLUSH: u64 = 1_000_000;
 /// Seconds of missed slices a late tick makes up (the ticker was starved, not the room paused).
 const MAX_CATCH_UP_SECONDS: i64 = 5;
 
@@ -371,17 +369,6 @@ impl Room {
     pub fn delete(&mut self, now_ms: i64) -> EventRecord {
         self.commit(now_ms, RoomEvent::Deleted)
     }
-}
-
-/// Refuses a flush count outside `1..=MAX_FLUSH`.
-pub fn check_flush_count(count: u64) -> Result<(), ApiError> {
-    if (1..=MAX_FLUSH).contains(&count) {
-        return Ok(());
-    }
-    Err(ApiError::new(
-        ErrorCode::InvalidCount,
-        format!("count must be a whole number from 1 to {MAX_FLUSH}"),
-    ))
 }
 
 /// The refusal of an eject for a ticket that is neither waiting nor holding a pass.

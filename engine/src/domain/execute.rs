@@ -13,7 +13,7 @@ use qm_core::{ApiError, ErrorCode};
 use rand::{CryptoRng, Rng};
 use serde_json::Value;
 
-use super::commands::{JoinRequest, Purged, check_flush_count};
+use super::commands::{JoinRequest, Purged};
 use super::event::{EjectedFrom, EventRecord};
 use super::place::PlaceStatus;
 use super::room::Room;
@@ -144,7 +144,6 @@ impl Room {
                 (Outcome::Changed, vec![self.set_rate(rate, now_ms)])
             }
             Command::Flush(count) => {
-                check_flush_count(*count)?;
                 let (passed, record) = self.flush(*count, now_ms)?;
                 (Outcome::Flushed(passed), record.into_iter().collect())
             }

@@ -22,9 +22,7 @@ mod tests;
 #[cfg(test)]
 mod visitors_tests;
 
-pub use commands::{
-    JoinOutcome, JoinRequest, MAX_FLUSH, Purged, check_flush_count, ticket_not_found,
-};
+pub use commands::{JoinOutcome, JoinRequest, Purged, ticket_not_found};
 pub use event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 pub use execute::{Command, Executed, Outcome};
 pub use place::{

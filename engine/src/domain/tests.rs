@@ -1,7 +1,7 @@
 //! Unit tests of the room state machine, one behaviour of the contract each.
 
 use qm_core::ErrorCode;
-use qm_core::room::{RoomConfig, RoomState};
+use qm_core::room::{MAX_FLUSH, RoomConfig, RoomState};
 use serde_json::{Value, json};
 
 use super::*;
