@@ -26,11 +26,9 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/docs/th/{name}", get(docs::thai_guide))
         .route("/docs/assets/{file}", get(docs::stylesheet))
         .route("/docs/{name}", get(docs::english_guide))
+        .route("/healthz", get(health::healthz))
         // Applies to the routes above it: a wrong verb answers the `{error, code}` envelope.
         .method_not_allowed_fallback(qm_http::method_not_allowed)
-        // Registered after the envelope fallback, so a wrong verb here still gets axum's bare
-        // 405 with `Allow`, as it always has.
-        .route("/healthz", get(health::healthz))
         .fallback(qm_http::not_found)
         .with_state(state)
 }

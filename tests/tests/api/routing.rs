@@ -75,6 +75,8 @@ async fn a_wrong_verb_is_405_with_allow() {
             format!("{}/api/admin/rooms/x/flush", app.admin),
             "POST",
         ),
+        (Method::POST, format!("{}/healthz", app.admin), "GET"),
+        (Method::POST, format!("{}/healthz", app.gateway), "GET"),
     ];
     for (method, url, allowed) in cases {
         let reply = app
