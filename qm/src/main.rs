@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use qm_core::config::{Config, ProcessEnv};
+use qm_core::config::{Config, Process, ProcessEnv};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -48,9 +48,20 @@ enum Target {
     Admin,
 }
 
+impl Target {
+    /// The processes this target runs: the configuration warns only about what they read.
+    fn processes(self) -> &'static [Process] {
+        match self {
+            Target::All => Process::ALL,
+            Target::Engine => &[Process::Engine],
+            Target::Gateway => &[Process::Gateway],
+            Target::Admin => &[Process::Admin],
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    init_logging();
     let command = Cli::parse().command.unwrap_or(Command::Run(Target::All));
     let config = match Config::from_source(&ProcessEnv) {
         Ok(config) => Arc::new(config),
@@ -59,12 +70,13 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
+    init_logging(&config);
     let target = match command {
         Command::Run(target) => target,
         Command::Migrate => return migrate(&config).await,
         Command::Rebuild { room } => return rebuild(&config, room.as_deref()).await,
     };
-    for warning in config.warnings() {
+    for warning in config.warnings_for(target.processes()) {
         tracing::warn!(%warning, "configuration");
     }
 
@@ -161,17 +173,19 @@ async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListe
         .with_context(|| format!("cannot listen on {addr} ({what})"))
 }
 
-fn init_logging() {
+/// Logging as LOG_FORMAT and LOG_LEVEL (or RUST_LOG) say; `info` text lines by default.
+fn init_logging(config: &Config) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("LOG_LEVEL")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = config
+        .log_filters()
+        .find_map(|filter| EnvFilter::try_new(filter).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    if std::env::var("LOG_FORMAT").is_ok_and(|format| format == "json") {
+    if config.log_json() {
         builder.json().init();
     } else {
         builder.init();
