@@ -7,8 +7,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use qm_core::config::{Config, Process, ProcessEnv};
+use qm_core::shutdown::{Shutdown, shutdown_signal};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 /// mimalloc: the request path allocates many small short-lived buffers, where glibc's
 /// allocator showed as the largest cost in the join burst profile.
@@ -80,7 +80,13 @@ async fn main() -> anyhow::Result<()> {
         tracing::warn!(%warning, "configuration");
     }
 
-    let shutdown = Shutdown::install();
+    let shutdown = Shutdown::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown signal received, draining");
+        on_signal.trigger();
+    });
     let mut tasks = tokio::task::JoinSet::new();
 
     // The engine first: the gateway and admin connect to the address it actually bound.
@@ -92,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
             .await
             .map_err(|error| anyhow::anyhow!("engine: {error}"))?;
         tracing::info!(addr = %engine_addr, "engine listening (grpc)");
-        let stop = shutdown.signal();
+        let stop = shutdown.wait();
         tasks.spawn(async move {
             engine
                 .run(listener, stop)
@@ -108,7 +114,7 @@ async fn main() -> anyhow::Result<()> {
             qm_proto::connect_lazy(engine_addr),
             qm_proto::client::channel_lazy(engine_addr),
         );
-        let stop = shutdown.signal();
+        let stop = shutdown.wait();
         tasks.spawn(async move { gateway.run(listener, stop).await.context("gateway") });
     }
     if matches!(target, Target::All | Target::Admin) {
@@ -119,7 +125,7 @@ async fn main() -> anyhow::Result<()> {
             qm_proto::connect_lazy(engine_addr),
             qm_proto::client::channel_lazy(engine_addr),
         );
-        let stop = shutdown.signal();
+        let stop = shutdown.wait();
         tasks.spawn(async move { admin.run(listener, stop).await.context("admin") });
     }
 
@@ -189,59 +195,5 @@ fn init_logging(config: &Config) {
         builder.json().init();
     } else {
         builder.init();
-    }
-}
-
-/// One shutdown signal for every component: ctrl-c, SIGTERM, or a component stopping.
-struct Shutdown {
-    sender: watch::Sender<bool>,
-}
-
-impl Shutdown {
-    fn install() -> Shutdown {
-        let (sender, _) = watch::channel(false);
-        let trigger = sender.clone();
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            tracing::info!("shutdown signal received, draining");
-            trigger.send_replace(true);
-        });
-        Shutdown { sender }
-    }
-
-    fn trigger(&self) {
-        self.sender.send_replace(true);
-    }
-
-    /// A future that resolves once shutdown has been asked for.
-    fn signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let mut receiver = self.sender.subscribe();
-        async move {
-            // An error means the sender is gone, which also means: stop.
-            let _ = receiver.wait_for(|stopping| *stopping).await;
-        }
-    }
-}
-
-async fn wait_for_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
     }
 }

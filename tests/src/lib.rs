@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use qm_core::config::Config;
+use qm_core::shutdown::Shutdown;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use smtp::SmtpSink;
@@ -43,7 +43,8 @@ pub struct TestApp {
     pub backing: Option<Backing>,
     /// A client without a cookie store: tests pass cookies explicitly.
     pub http: reqwest::Client,
-    stop: watch::Sender<bool>,
+    /// Set when the app stops (or is dropped): every component drains and ends.
+    shutdown: Shutdown,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -124,7 +125,7 @@ pub async fn spawn_app_on(backing: Option<Backing>, overrides: &[(&str, &str)]) 
         env.insert((*key).to_owned(), (*value).to_owned());
     }
     let config = Arc::new(Config::from_source(&env).expect("test configuration is valid"));
-    let (stop, _) = watch::channel(false);
+    let shutdown = Shutdown::new();
     let engine_listener = bind().await;
     let engine_addr = engine_listener
         .local_addr()
@@ -132,13 +133,13 @@ pub async fn spawn_app_on(backing: Option<Backing>, overrides: &[(&str, &str)]) 
     let engine = qm_engine::EngineApp::new(config.clone())
         .await
         .expect("engine builds");
-    let signal = stop_signal(&stop);
+    let signal = shutdown.wait();
     let engine_task = tokio::spawn(async move {
         if let Err(error) = engine.run(engine_listener, signal).await {
             panic!("engine stopped: {error}");
         }
     });
-    let mut app = start_edge(config, engine_addr, stop).await;
+    let mut app = start_edge(config, engine_addr, shutdown).await;
     app.backing = backing;
     app.tasks.push(engine_task);
     app.wait_ready().await;
@@ -150,15 +151,10 @@ pub async fn spawn_app_on(backing: Option<Backing>, overrides: &[(&str, &str)]) 
 /// the engine may be down on purpose.
 pub async fn spawn_edge(engine_addr: SocketAddr, env: &HashMap<String, String>) -> TestApp {
     let config = Arc::new(Config::from_source(env).expect("test configuration is valid"));
-    let (stop, _) = watch::channel(false);
-    start_edge(config, engine_addr, stop).await
+    start_edge(config, engine_addr, Shutdown::new()).await
 }
 
-async fn start_edge(
-    config: Arc<Config>,
-    engine_addr: SocketAddr,
-    stop: watch::Sender<bool>,
-) -> TestApp {
+async fn start_edge(config: Arc<Config>, engine_addr: SocketAddr, shutdown: Shutdown) -> TestApp {
     let mut tasks = Vec::new();
 
     let gateway_listener = bind().await;
@@ -168,7 +164,7 @@ async fn start_edge(
         qm_proto::connect_lazy(engine_addr),
         qm_proto::client::channel_lazy(engine_addr),
     );
-    let signal = stop_signal(&stop);
+    let signal = shutdown.wait();
     tasks.push(tokio::spawn(async move {
         let _ = gateway_app.run(gateway_listener, signal).await;
     }));
@@ -180,7 +176,7 @@ async fn start_edge(
         qm_proto::connect_lazy(engine_addr),
         qm_proto::client::channel_lazy(engine_addr),
     );
-    let signal = stop_signal(&stop);
+    let signal = shutdown.wait();
     tasks.push(tokio::spawn(async move {
         let _ = admin_app.run(admin_listener, signal).await;
     }));
@@ -198,7 +194,7 @@ async fn start_edge(
         config,
         backing: None,
         http,
-        stop,
+        shutdown,
         tasks,
     }
 }
@@ -207,13 +203,6 @@ async fn bind() -> TcpListener {
     TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind an ephemeral loopback port")
-}
-
-fn stop_signal(stop: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
-    let mut receiver = stop.subscribe();
-    async move {
-        let _ = receiver.wait_for(|stopping| *stopping).await;
-    }
 }
 
 /// A room body with the fields every test room needs; `extra` overrides or adds fields.
@@ -404,7 +393,7 @@ impl TestApp {
 
     /// Stops every component and waits for them to finish.
     pub async fn stop(mut self) {
-        self.stop.send_replace(true);
+        self.shutdown.trigger();
         for task in self.tasks.drain(..) {
             let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
         }
@@ -413,6 +402,6 @@ impl TestApp {
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        self.stop.send_replace(true);
+        self.shutdown.trigger();
     }
 }
