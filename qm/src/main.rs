@@ -1,11 +1,13 @@
-//! The `qm` binary. It only parses the target and wires the components: the logic lives in the
-//! `qm-engine`, `qm-gateway` and `qm-admin` libraries. `qm` alone runs `qm all`. `qm migrate`
-//! and `qm rebuild [ROOM]` are the durable store's maintenance commands.
+//! The `qm` binary. It only parses the target, binds its listeners and hands them to
+//! [`qm::run_all`], which composes the `qm-engine`, `qm-gateway` and `qm-admin` libraries.
+//! `qm` alone runs `qm all`. `qm migrate` and `qm rebuild [ROOM]` are the durable store's
+//! maintenance commands.
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
+use qm::{EngineSite, Listeners};
 use qm_core::config::{Config, Process, ProcessEnv};
 use qm_core::shutdown::{Shutdown, shutdown_signal};
 use tokio::net::TcpListener;
@@ -87,64 +89,29 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("shutdown signal received, draining");
         on_signal.trigger();
     });
-    let mut tasks = tokio::task::JoinSet::new();
-
-    // The engine first: the gateway and admin connect to the address it actually bound.
-    let mut engine_addr = config.engine_addr;
-    if matches!(target, Target::All | Target::Engine) {
-        let listener = bind(engine_addr, "ENGINE_ADDR").await?;
-        engine_addr = listener.local_addr()?;
-        let engine = qm_engine::EngineApp::new(config.clone())
-            .await
-            .map_err(|error| anyhow::anyhow!("engine: {error}"))?;
-        tracing::info!(addr = %engine_addr, "engine listening (grpc)");
-        let stop = shutdown.wait();
-        tasks.spawn(async move {
-            engine
-                .run(listener, stop)
-                .await
-                .map_err(|error| anyhow::anyhow!("engine: {error}"))
-        });
-    }
-    if matches!(target, Target::All | Target::Gateway) {
-        let listener = bind(config.gateway_addr, "HOST/PORT").await?;
-        tracing::info!(addr = %listener.local_addr()?, "gateway listening (http)");
-        let gateway = qm_gateway::GatewayApp::new(
-            config.clone(),
-            qm_proto::connect_lazy(engine_addr),
-            qm_proto::client::channel_lazy(engine_addr),
-        );
-        let stop = shutdown.wait();
-        tasks.spawn(async move { gateway.run(listener, stop).await.context("gateway") });
-    }
-    if matches!(target, Target::All | Target::Admin) {
-        let listener = bind(config.admin_addr, "ADMIN_HOST/ADMIN_PORT").await?;
-        tracing::info!(addr = %listener.local_addr()?, "admin listening (http)");
-        let admin = qm_admin::AdminApp::new(
-            config.clone(),
-            qm_proto::connect_lazy(engine_addr),
-            qm_proto::client::channel_lazy(engine_addr),
-        );
-        let stop = shutdown.wait();
-        tasks.spawn(async move { admin.run(listener, stop).await.context("admin") });
-    }
-
-    // A component that stops on its own stops the others: a half-running `qm all` helps nobody.
-    let mut outcome = Ok(());
-    while let Some(joined) = tasks.join_next().await {
-        let result = joined
-            .context("component panicked")
-            .and_then(|result| result);
-        if let Err(error) = &result {
-            tracing::error!(error = %format!("{error:#}"), "component stopped");
-        }
-        if outcome.is_ok() {
-            outcome = result;
-        }
-        shutdown.trigger();
-    }
+    // Which parts this process serves; the engine of a lone edge runs at ENGINE_ADDR.
+    let runs = |part: Target| target == Target::All || target == part;
+    let engine = if runs(Target::Engine) {
+        EngineSite::Local(bind(config.engine_addr, "ENGINE_ADDR").await?)
+    } else {
+        EngineSite::Remote(config.engine_addr)
+    };
+    let gateway = match runs(Target::Gateway) {
+        true => Some(bind(config.gateway_addr, "HOST/PORT").await?),
+        false => None,
+    };
+    let admin = match runs(Target::Admin) {
+        true => Some(bind(config.admin_addr, "ADMIN_HOST/ADMIN_PORT").await?),
+        false => None,
+    };
+    let listeners = Listeners {
+        engine,
+        gateway,
+        admin,
+    };
+    let outcome = qm::run_all(config, listeners, shutdown).await;
     tracing::info!("stopped");
-    outcome
+    Ok(outcome?)
 }
 
 async fn migrate(config: &Config) -> anyhow::Result<()> {
