@@ -26,6 +26,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::Stream;
 use http::{HeaderMap, Method, Uri};
 use qm_core::ApiError;
+use qm_core::shutdown::stopped;
 use qm_proto::{ListRoomsRequest, StatsRequest};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -166,7 +167,7 @@ fn frame_stream(
         }
         tokio::select! {
             _ = cursor.interval.tick() => {}
-            _ = cursor.shutdown.wait_for(|stopping| *stopping) => return None,
+            () = stopped(&mut cursor.shutdown) => return None,
         }
         if !credential_is_live(&cursor.state, &cursor.credential) {
             return None;

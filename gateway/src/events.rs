@@ -22,6 +22,7 @@ use futures::Stream;
 use http::{HeaderMap, HeaderValue};
 use qm_core::ApiError;
 use qm_core::clock::now_ms;
+use qm_core::shutdown::stopped;
 use qm_core::token::{VisitorClaims, VisitorPlace};
 use qm_proto::{EngineClient, StatusRequest, place_reply, place_status};
 use serde_json::{Map, Value};
@@ -37,7 +38,7 @@ use crate::refresh::{Renewal, engine_grants_refresh, is_due, stream_refresh_at_m
 use crate::request::{ClientAddress, QueryParams};
 use crate::status_body::{lapsed_fields, place_fields, view_fields, with_now_here};
 use crate::status_read::{read_status, status_request};
-use crate::stream_clock::{HEARTBEAT, stopped};
+use crate::stream_clock::HEARTBEAT;
 use qm_http::AppError;
 
 /// GET /api/events: 401 before the stream starts when no token verifies, the stream limits,

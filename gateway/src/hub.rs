@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use qm_core::shutdown::stopped;
 use qm_proto::{EngineClient, RoomView, WatchRequest};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
 use crate::presence::{StreamPresence, StreamTickets, report_room};
 use crate::status_body::Branding;
-use crate::stream_clock::stopped;
 
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 const LONGEST_RETRY: Duration = Duration::from_secs(5);

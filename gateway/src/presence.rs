@@ -7,10 +7,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use qm_core::shutdown::stopped;
 use qm_proto::{EngineClient, SeenRequest};
 use tokio::sync::watch;
 
-use crate::stream_clock::{HEARTBEAT, stopped};
+use crate::stream_clock::HEARTBEAT;
 
 /// Open streams per ticket of one room (a visitor may hold several tabs).
 #[derive(Default)]

@@ -1,14 +1,16 @@
-//! The `qm` binary. It only parses the target and wires the components: the logic lives in the
-//! `qm-engine`, `qm-gateway` and `qm-admin` libraries. `qm` alone runs `qm all`. `qm migrate`
-//! and `qm rebuild [ROOM]` are the durable store's maintenance commands.
+//! The `qm` binary. It only parses the target, binds its listeners and hands them to
+//! [`qm::run_all`], which composes the `qm-engine`, `qm-gateway` and `qm-admin` libraries.
+//! `qm` alone runs `qm all`. `qm migrate` and `qm rebuild [ROOM]` are the durable store's
+//! maintenance commands.
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use qm_core::config::{Config, ProcessEnv};
+use qm::{EngineSite, Listeners};
+use qm_core::config::{Config, Process, ProcessEnv};
+use qm_core::shutdown::{Shutdown, shutdown_signal};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 
 /// mimalloc: the request path allocates many small short-lived buffers, where glibc's
 /// allocator showed as the largest cost in the join burst profile.
@@ -48,9 +50,20 @@ enum Target {
     Admin,
 }
 
+impl Target {
+    /// The processes this target runs: the configuration warns only about what they read.
+    fn processes(self) -> &'static [Process] {
+        match self {
+            Target::All => Process::ALL,
+            Target::Engine => &[Process::Engine],
+            Target::Gateway => &[Process::Gateway],
+            Target::Admin => &[Process::Admin],
+        }
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    init_logging();
     let command = Cli::parse().command.unwrap_or(Command::Run(Target::All));
     let config = match Config::from_source(&ProcessEnv) {
         Ok(config) => Arc::new(config),
@@ -59,74 +72,46 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
+    init_logging(&config);
     let target = match command {
         Command::Run(target) => target,
         Command::Migrate => return migrate(&config).await,
         Command::Rebuild { room } => return rebuild(&config, room.as_deref()).await,
     };
-    for warning in config.warnings() {
+    for warning in config.warnings_for(target.processes()) {
         tracing::warn!(%warning, "configuration");
     }
 
-    let shutdown = Shutdown::install();
-    let mut tasks = tokio::task::JoinSet::new();
-
-    // The engine first: the gateway and admin connect to the address it actually bound.
-    let mut engine_addr = config.engine_addr;
-    if matches!(target, Target::All | Target::Engine) {
-        let listener = bind(engine_addr, "ENGINE_ADDR").await?;
-        engine_addr = listener.local_addr()?;
-        let engine = qm_engine::EngineApp::new(config.clone())
-            .await
-            .map_err(|error| anyhow::anyhow!("engine: {error}"))?;
-        tracing::info!(addr = %engine_addr, "engine listening (grpc)");
-        let stop = shutdown.signal();
-        tasks.spawn(async move {
-            engine
-                .run(listener, stop)
-                .await
-                .map_err(|error| anyhow::anyhow!("engine: {error}"))
-        });
-    }
-    if matches!(target, Target::All | Target::Gateway) {
-        let listener = bind(config.gateway_addr, "HOST/PORT").await?;
-        tracing::info!(addr = %listener.local_addr()?, "gateway listening (http)");
-        let gateway = qm_gateway::GatewayApp::new(
-            config.clone(),
-            qm_proto::connect_lazy(engine_addr),
-            qm_proto::client::channel_lazy(engine_addr),
-        );
-        let stop = shutdown.signal();
-        tasks.spawn(async move { gateway.run(listener, stop).await.context("gateway") });
-    }
-    if matches!(target, Target::All | Target::Admin) {
-        let listener = bind(config.admin_addr, "ADMIN_HOST/ADMIN_PORT").await?;
-        tracing::info!(addr = %listener.local_addr()?, "admin listening (http)");
-        let admin = qm_admin::AdminApp::new(
-            config.clone(),
-            qm_proto::connect_lazy(engine_addr),
-            qm_proto::client::channel_lazy(engine_addr),
-        );
-        let stop = shutdown.signal();
-        tasks.spawn(async move { admin.run(listener, stop).await.context("admin") });
-    }
-
-    // A component that stops on its own stops the others: a half-running `qm all` helps nobody.
-    let mut outcome = Ok(());
-    while let Some(joined) = tasks.join_next().await {
-        let result = joined
-            .context("component panicked")
-            .and_then(|result| result);
-        if let Err(error) = &result {
-            tracing::error!(error = %format!("{error:#}"), "component stopped");
-        }
-        if outcome.is_ok() {
-            outcome = result;
-        }
-        shutdown.trigger();
-    }
+    let shutdown = Shutdown::new();
+    let on_signal = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown signal received, draining");
+        on_signal.trigger();
+    });
+    // Which parts this process serves; the engine of a lone edge runs at ENGINE_ADDR.
+    let runs = |part: Target| target == Target::All || target == part;
+    let engine = if runs(Target::Engine) {
+        EngineSite::Local(bind(config.engine_addr, "ENGINE_ADDR").await?)
+    } else {
+        EngineSite::Remote(config.engine_addr)
+    };
+    let gateway = match runs(Target::Gateway) {
+        true => Some(bind(config.gateway_addr, "HOST/PORT").await?),
+        false => None,
+    };
+    let admin = match runs(Target::Admin) {
+        true => Some(bind(config.admin_addr, "ADMIN_HOST/ADMIN_PORT").await?),
+        false => None,
+    };
+    let listeners = Listeners {
+        engine,
+        gateway,
+        admin,
+    };
+    let outcome = qm::run_all(config, listeners, shutdown).await;
     tracing::info!("stopped");
-    outcome
+    Ok(outcome?)
 }
 
 async fn migrate(config: &Config) -> anyhow::Result<()> {
@@ -161,73 +146,21 @@ async fn bind(addr: std::net::SocketAddr, what: &str) -> anyhow::Result<TcpListe
         .with_context(|| format!("cannot listen on {addr} ({what})"))
 }
 
-fn init_logging() {
+/// Logging as LOG_FORMAT and LOG_LEVEL (or RUST_LOG) say; `info` text lines by default.
+fn init_logging(config: &Config) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("LOG_LEVEL")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = config
+        .log_filters()
+        .find_map(|filter| EnvFilter::try_new(filter).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    if std::env::var("LOG_FORMAT").is_ok_and(|format| format == "json") {
+    if config.log_json() {
         builder.json().init();
     } else {
         builder.init();
-    }
-}
-
-/// One shutdown signal for every component: ctrl-c, SIGTERM, or a component stopping.
-struct Shutdown {
-    sender: watch::Sender<bool>,
-}
-
-impl Shutdown {
-    fn install() -> Shutdown {
-        let (sender, _) = watch::channel(false);
-        let trigger = sender.clone();
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            tracing::info!("shutdown signal received, draining");
-            trigger.send_replace(true);
-        });
-        Shutdown { sender }
-    }
-
-    fn trigger(&self) {
-        self.sender.send_replace(true);
-    }
-
-    /// A future that resolves once shutdown has been asked for.
-    fn signal(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let mut receiver = self.sender.subscribe();
-        async move {
-            // An error means the sender is gone, which also means: stop.
-            let _ = receiver.wait_for(|stopping| *stopping).await;
-        }
-    }
-}
-
-async fn wait_for_signal() {
-    let ctrl_c = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = terminate => {},
     }
 }

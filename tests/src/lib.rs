@@ -1,6 +1,7 @@
 //! The test harness: [`spawn_app`] starts the real engine, gateway and admin on ephemeral
-//! loopback ports inside the test process (they still talk gRPC to each other), and gives the
-//! test HTTP helpers to speak to them as a browser, a connector or an operator would.
+//! loopback ports inside the test process, composed by the same [`qm::Components`] as `qm all`
+//! (they still talk gRPC to each other), and gives the test HTTP helpers to speak to them as a
+//! browser, a connector or an operator would.
 //!
 //! The store comes from `QM_TEST_STORE`: `memory` (the default) or `valkey`, which starts a
 //! private redis-server and a fresh Postgres database for each app ([`servers`]), so the same
@@ -19,10 +20,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use qm::{Components, EngineSite, Listeners};
 use qm_core::config::Config;
+use qm_core::shutdown::Shutdown;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use smtp::SmtpSink;
@@ -43,8 +45,10 @@ pub struct TestApp {
     pub backing: Option<Backing>,
     /// A client without a cookie store: tests pass cookies explicitly.
     pub http: reqwest::Client,
-    stop: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    /// Set when the app stops (or is dropped): every component drains and ends.
+    shutdown: Shutdown,
+    /// The components' run ([`qm::Components::run`]): edges drain first, then the engine.
+    task: Option<JoinHandle<()>>,
 }
 
 /// The private Valkey and the fresh database of an app on the durable store.
@@ -124,23 +128,8 @@ pub async fn spawn_app_on(backing: Option<Backing>, overrides: &[(&str, &str)]) 
         env.insert((*key).to_owned(), (*value).to_owned());
     }
     let config = Arc::new(Config::from_source(&env).expect("test configuration is valid"));
-    let (stop, _) = watch::channel(false);
-    let engine_listener = bind().await;
-    let engine_addr = engine_listener
-        .local_addr()
-        .expect("bound listener has an address");
-    let engine = qm_engine::EngineApp::new(config.clone())
-        .await
-        .expect("engine builds");
-    let signal = stop_signal(&stop);
-    let engine_task = tokio::spawn(async move {
-        if let Err(error) = engine.run(engine_listener, signal).await {
-            panic!("engine stopped: {error}");
-        }
-    });
-    let mut app = start_edge(config, engine_addr, stop).await;
+    let mut app = start(config, EngineSite::Local(bind().await)).await;
     app.backing = backing;
-    app.tasks.push(engine_task);
     app.wait_ready().await;
     app
 }
@@ -150,40 +139,32 @@ pub async fn spawn_app_on(backing: Option<Backing>, overrides: &[(&str, &str)]) 
 /// the engine may be down on purpose.
 pub async fn spawn_edge(engine_addr: SocketAddr, env: &HashMap<String, String>) -> TestApp {
     let config = Arc::new(Config::from_source(env).expect("test configuration is valid"));
-    let (stop, _) = watch::channel(false);
-    start_edge(config, engine_addr, stop).await
+    start(config, EngineSite::Remote(engine_addr)).await
 }
 
-async fn start_edge(
-    config: Arc<Config>,
-    engine_addr: SocketAddr,
-    stop: watch::Sender<bool>,
-) -> TestApp {
-    let mut tasks = Vec::new();
-
+/// Builds the components through `qm`'s own composition (what `qm all` runs) on ephemeral
+/// loopback listeners, and runs them in a task until the app stops.
+async fn start(config: Arc<Config>, engine: EngineSite) -> TestApp {
     let gateway_listener = bind().await;
     let gateway = format!("http://{}", gateway_listener.local_addr().expect("address"));
-    let gateway_app = qm_gateway::GatewayApp::new(
-        config.clone(),
-        qm_proto::connect_lazy(engine_addr),
-        qm_proto::client::channel_lazy(engine_addr),
-    );
-    let signal = stop_signal(&stop);
-    tasks.push(tokio::spawn(async move {
-        let _ = gateway_app.run(gateway_listener, signal).await;
-    }));
-
     let admin_listener = bind().await;
     let admin = format!("http://{}", admin_listener.local_addr().expect("address"));
-    let admin_app = qm_admin::AdminApp::new(
-        config.clone(),
-        qm_proto::connect_lazy(engine_addr),
-        qm_proto::client::channel_lazy(engine_addr),
-    );
-    let signal = stop_signal(&stop);
-    tasks.push(tokio::spawn(async move {
-        let _ = admin_app.run(admin_listener, signal).await;
-    }));
+    let listeners = Listeners {
+        engine,
+        gateway: Some(gateway_listener),
+        admin: Some(admin_listener),
+    };
+    let components = Components::build(config.clone(), listeners)
+        .await
+        .expect("components build");
+    let engine_addr = components.engine_addr();
+    let shutdown = Shutdown::new();
+    let running = components.run(shutdown.clone());
+    let task = tokio::spawn(async move {
+        if let Err(error) = running.await {
+            panic!("components stopped: {error}");
+        }
+    });
 
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -198,8 +179,8 @@ async fn start_edge(
         config,
         backing: None,
         http,
-        stop,
-        tasks,
+        shutdown,
+        task: Some(task),
     }
 }
 
@@ -207,13 +188,6 @@ async fn bind() -> TcpListener {
     TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind an ephemeral loopback port")
-}
-
-fn stop_signal(stop: &watch::Sender<bool>) -> impl Future<Output = ()> + Send + 'static {
-    let mut receiver = stop.subscribe();
-    async move {
-        let _ = receiver.wait_for(|stopping| *stopping).await;
-    }
 }
 
 /// A room body with the fields every test room needs; `extra` overrides or adds fields.
@@ -404,8 +378,8 @@ impl TestApp {
 
     /// Stops every component and waits for them to finish.
     pub async fn stop(mut self) {
-        self.stop.send_replace(true);
-        for task in self.tasks.drain(..) {
+        self.shutdown.trigger();
+        if let Some(task) = self.task.take() {
             let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
         }
     }
@@ -413,6 +387,6 @@ impl TestApp {
 
 impl Drop for TestApp {
     fn drop(&mut self) {
-        self.stop.send_replace(true);
+        self.shutdown.trigger();
     }
 }

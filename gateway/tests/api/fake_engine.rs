@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 use qm_core::eta::wait_for_position;
+use qm_core::shutdown::Shutdown;
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::engine_server::{Engine, EngineServer};
 use qm_proto::*;
@@ -170,10 +171,11 @@ impl FakeEngine {
     }
 
     /// Serves the fake (and a SERVING health service) on an ephemeral port.
-    pub(crate) async fn serve(&self) -> (SocketAddr, watch::Sender<bool>) {
+    pub(crate) async fn serve(&self) -> (SocketAddr, Shutdown) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let (stop, mut stopped) = watch::channel(false);
+        let stop = Shutdown::new();
+        let stopped = stop.wait();
         let (_reporter, health) = tonic_health::server::health_reporter();
         let engine = EngineServer::new(self.clone());
         tokio::spawn(async move {
@@ -183,9 +185,7 @@ impl FakeEngine {
                 .add_service(engine)
                 .serve_with_incoming_shutdown(
                     tonic::transport::server::TcpIncoming::from(listener),
-                    async move {
-                        let _ = stopped.wait_for(|stop| *stop).await;
-                    },
+                    stopped,
                 )
                 .await
                 .unwrap();

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use qm_core::config::Config;
+use qm_core::shutdown::Shutdown;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 use crate::fake_engine::FakeEngine;
 
@@ -16,9 +16,9 @@ pub(crate) struct TestGateway {
     pub(crate) url: String,
     pub(crate) engine: FakeEngine,
     pub(crate) http: reqwest::Client,
-    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) stop: Shutdown,
     pub(crate) server: tokio::task::JoinHandle<std::io::Result<()>>,
-    pub(crate) _engine_stop: watch::Sender<bool>,
+    pub(crate) _engine_stop: Shutdown,
 }
 
 pub(crate) async fn spawn_gateway(overrides: &[(&str, &str)]) -> TestGateway {
@@ -45,10 +45,8 @@ pub(crate) async fn spawn_gateway(overrides: &[(&str, &str)]) -> TestGateway {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, mut stopped) = watch::channel(false);
-    let server = tokio::spawn(app.run(listener, async move {
-        let _ = stopped.wait_for(|stop| *stop).await;
-    }));
+    let stop = Shutdown::new();
+    let server = tokio::spawn(app.run(listener, stop.wait()));
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -154,7 +152,7 @@ impl TestGateway {
     }
 
     pub(crate) async fn stop(self) {
-        self.stop.send_replace(true);
+        self.stop.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
     }
 }

@@ -1,0 +1,250 @@
+//! Configuration, read once from an injected source (the process environment in `main`, a map in
+//! tests) into typed structs and validated at start-up. Variable names are exactly the spec's.
+//! A bad value stops start-up with a message naming the variable; secrets are never printed.
+//!
+//! - [`table`]: every variable declared once (default, rule, secrecy, readers, view, warning).
+//! - `values` and `rules`: each variable read and checked against its own rule.
+//! - `parse`: [`Config::from_source`], the rules that relate variables to each other.
+//! - `proxies`: TRUSTED_PROXIES' address ranges.
+
+mod parse;
+mod proxies;
+mod rules;
+pub mod table;
+#[cfg(test)]
+mod tests;
+mod values;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Map, Value, json};
+
+use crate::token::Keyring;
+
+pub use proxies::{IpRange, TrustedProxies};
+pub use table::{Process, VARIABLES, Variable};
+
+use rules::without_password;
+use table::Shown;
+
+/// The key the server uses when ADMIN_KEY is unset: fine on a laptop, never on a network.
+pub const DEFAULT_ADMIN_KEY: &str = "admin-dev";
+/// Where STORE=valkey finds Valkey unless VALKEY_URL says otherwise.
+pub const DEFAULT_VALKEY_URL: &str = "redis://127.0.0.1:6379";
+/// Where SIDESTORE=pg finds Postgres unless DATABASE_URL says otherwise.
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// Who turn notifications come from unless EMAIL_FROM says otherwise.
+pub const DEFAULT_EMAIL_FROM: &str = "Queue Manager <queue@localhost>";
+
+/// Where configuration values come from.
+pub trait ConfigSource {
+    fn get(&self, key: &str) -> Option<String>;
+}
+
+/// The process environment.
+pub struct ProcessEnv;
+
+impl ConfigSource for ProcessEnv {
+    fn get(&self, key: &str) -> Option<String> {
+        std::env::var(key).ok()
+    }
+}
+
+impl ConfigSource for HashMap<String, String> {
+    fn get(&self, key: &str) -> Option<String> {
+        HashMap::get(self, key).cloned()
+    }
+}
+
+impl ConfigSource for HashMap<&str, &str> {
+    fn get(&self, key: &str) -> Option<String> {
+        HashMap::get(self, key).map(|value| (*value).to_owned())
+    }
+}
+
+/// A value that stops start-up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}: {reason}")]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub reason: String,
+}
+
+fn invalid(var: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        var,
+        reason: reason.into(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Memory,
+    Valkey,
+}
+
+impl StoreKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoreKind::Memory => "memory",
+            StoreKind::Valkey => "valkey",
+        }
+    }
+
+    /// The kind STORE names (`memory` or `valkey`).
+    pub fn from_name(name: &str) -> Option<StoreKind> {
+        match name {
+            "memory" => Some(StoreKind::Memory),
+            "valkey" => Some(StoreKind::Valkey),
+            _ => None,
+        }
+    }
+}
+
+/// Every setting of every process. Each process reads the part it needs.
+#[derive(Debug)]
+pub struct Config {
+    /// NODE_ENV=production or QM_ENV=production.
+    pub production: bool,
+    /// Gateway listen address (HOST, PORT).
+    pub gateway_addr: SocketAddr,
+    /// Admin listen address (ADMIN_HOST, ADMIN_PORT).
+    pub admin_addr: SocketAddr,
+    /// Engine gRPC address (ENGINE_ADDR): where the engine listens and the others connect.
+    pub engine_addr: SocketAddr,
+    pub store: StoreKind,
+    /// Valkey of the durable store (VALKEY_URL); its password is withheld from health.
+    pub valkey_url: String,
+    /// Postgres of the durable store's journal (DATABASE_URL).
+    pub database_url: String,
+    /// Whether SECRET was set (a random per-boot secret signs nothing that survives a restart).
+    pub secret_is_configured: bool,
+    secret: SecretString,
+    secret_previous: Option<SecretString>,
+    pub token_sign_v2: bool,
+    pub token_max_age_sec: u64,
+    pub queue_cookie_max_age_sec: u64,
+    admin_key: SecretString,
+    public_api_key: Option<SecretString>,
+    pub join_limit_per_min: u32,
+    /// Door checks a minute per client address (CHECK_LIMIT_PER_MIN); a vouched check counts
+    /// against the vouched address, not the connector calling for it.
+    pub check_limit_per_min: u32,
+    pub sse_max_total: usize,
+    pub sse_per_ip: usize,
+    pub room_cookie_cap: usize,
+    /// Hard ceiling of one room's pre-queue (PREQUEUE_MAX): a join over it is 503 prequeue_full.
+    pub prequeue_max: u64,
+    /// Seconds a stopping process waits for open requests and streams before it exits.
+    pub shutdown_drain_sec: u64,
+    /// Peers whose X-Forwarded-For the gateway believes (TRUSTED_PROXIES); empty trusts nobody.
+    pub trusted_proxies: TrustedProxies,
+    /// Turn notifications by e-mail (EMAIL_NOTIFY); off by default.
+    pub email_notify: bool,
+    /// The SMTP relay (SMTP_URL); may carry a password, so it is never printed whole.
+    smtp_url: Option<SecretString>,
+    /// The From of every turn e-mail (EMAIL_FROM).
+    pub email_from: String,
+    /// WAITING_ASSETS_KEEP: hashed waiting-page asset names of earlier builds
+    /// (`waiting-<hash>.css|js`) this build keeps answering with its own file of the same kind,
+    /// so a page an older instance handed out still loads during a rolling deploy.
+    pub waiting_assets_keep: Vec<String>,
+    /// LOG_FORMAT=json: the binary logs JSON lines.
+    log_json: bool,
+    /// LOG_LEVEL: the binary's log filter (e.g. `debug`, `qm_engine=trace`).
+    log_level: Option<String>,
+    /// RUST_LOG: the usual tracing filter, tried when LOG_LEVEL is unset or does not parse.
+    rust_log: Option<String>,
+}
+
+impl Config {
+    /// SMTP_URL as configured (it may hold a password: never log it).
+    pub fn smtp_url(&self) -> Option<&SecretString> {
+        self.smtp_url.as_ref()
+    }
+
+    /// The configuration of a process started with nothing set: what a newcomer gets.
+    pub fn defaults() -> Config {
+        let empty: HashMap<String, String> = HashMap::new();
+        // The empty source passes every rule by construction.
+        Config::from_source(&empty).expect("defaults are valid")
+    }
+
+    /// The keyring built from SECRET, SECRET_PREVIOUS and TOKEN_SIGN_V2.
+    pub fn keyring(&self) -> Keyring {
+        Keyring::new(
+            self.secret.clone(),
+            self.secret_previous.clone(),
+            self.token_sign_v2,
+        )
+    }
+
+    pub fn admin_key(&self) -> &SecretString {
+        &self.admin_key
+    }
+
+    pub fn public_api_key(&self) -> Option<&SecretString> {
+        self.public_api_key.as_ref()
+    }
+
+    pub fn uses_default_admin_key(&self) -> bool {
+        self.admin_key.expose_secret() == DEFAULT_ADMIN_KEY
+    }
+
+    /// Token refresh is due this long after a token's iat: half the shorter lifetime.
+    pub fn token_refresh_after_ms(&self) -> u64 {
+        self.token_max_age_sec.min(self.queue_cookie_max_age_sec) * 1000 / 2
+    }
+
+    /// The effective configuration for /api/admin/health, with every secret withheld: each
+    /// variable of the table as its `shown` says, after `production` (NODE_ENV or QM_ENV).
+    pub fn public_json(&self) -> Value {
+        let mut view = Map::new();
+        view.insert("production".to_owned(), json!(self.production));
+        for variable in VARIABLES {
+            let shown = match variable.shown {
+                Shown::Value(show) => show(self),
+                Shown::Url(url) => json!(url(self).map(without_password)),
+                Shown::Withheld { is_set, unset } => {
+                    json!(if is_set(self) { "set" } else { unset })
+                }
+                Shown::Nowhere => continue,
+            };
+            view.insert(variable.name.to_owned(), shown);
+        }
+        Value::Object(view)
+    }
+
+    /// Settings that work but deserve an operator's attention, in table order.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings_for(Process::ALL)
+    }
+
+    /// The warnings about variables one of `processes` reads: what `qm gateway` alone, say,
+    /// should tell its operator at start-up.
+    pub fn warnings_for(&self, processes: &[Process]) -> Vec<String> {
+        VARIABLES
+            .iter()
+            .filter(|variable| variable.is_read_by(processes))
+            .filter_map(|variable| variable.warning)
+            .filter(|warning| (warning.when)(self))
+            .map(|warning| warning.says.to_owned())
+            .collect()
+    }
+
+    /// Whether logs are JSON lines (LOG_FORMAT=json) rather than text.
+    pub fn log_json(&self) -> bool {
+        self.log_json
+    }
+
+    /// The log filters to try, in order: LOG_LEVEL, then RUST_LOG (the first that parses wins;
+    /// `info` when none does).
+    pub fn log_filters(&self) -> impl Iterator<Item = &str> {
+        [self.log_level.as_deref(), self.rust_log.as_deref()]
+            .into_iter()
+            .flatten()
+    }
+}

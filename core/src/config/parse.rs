@@ -1,0 +1,157 @@
+//! Building [`Config`] from the table's values: every value has passed its own rule already
+//! ([`Values::read`]); what is here are the rules that relate variables to each other
+//! (production needs the durable store and a secret, the default admin key keeps every listener
+//! on loopback, STORE and SIDESTORE go together, EMAIL_NOTIFY needs SMTP_URL).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use secrecy::SecretString;
+
+use super::values::Values;
+use super::{Config, ConfigError, ConfigSource, DEFAULT_ADMIN_KEY, StoreKind, invalid};
+
+impl Config {
+    /// Reads and validates every variable.
+    pub fn from_source(source: &dyn ConfigSource) -> Result<Config, ConfigError> {
+        let mut values = Values::read(source)?;
+        let node_env = values.text("NODE_ENV")?;
+        let qm_env = values.text("QM_ENV")?;
+        let production = [node_env, qm_env]
+            .iter()
+            .flatten()
+            .any(|value| value.trim() == "production");
+
+        let admin_key = values.required_text("ADMIN_KEY")?;
+        let default_key = admin_key == DEFAULT_ADMIN_KEY;
+        if production && default_key {
+            return Err(invalid(
+                "ADMIN_KEY",
+                "the default key is refused in production; set a long random key",
+            ));
+        }
+
+        // With the default admin key nothing binds beyond loopback.
+        let default_host = if default_key {
+            Ipv4Addr::LOCALHOST
+        } else {
+            Ipv4Addr::UNSPECIFIED
+        };
+        let host = values.ip("HOST")?.unwrap_or(IpAddr::V4(default_host));
+        check_reach("HOST", host, default_key)?;
+        let port: u16 = values.number("PORT")?;
+        let admin_host = values.required_ip("ADMIN_HOST")?;
+        check_reach("ADMIN_HOST", admin_host, default_key)?;
+        let admin_port: u16 = values.number("ADMIN_PORT")?;
+        let engine_addr = values.socket_addr("ENGINE_ADDR")?;
+
+        let store = values.required_text("STORE")?;
+        let store = StoreKind::from_name(&store)
+            .ok_or_else(|| invalid("STORE", format!("'{store}' is not one of memory, valkey")))?;
+        if production && store != StoreKind::Valkey {
+            return Err(invalid(
+                "STORE",
+                "production requires STORE=valkey SIDESTORE=pg",
+            ));
+        }
+        check_sidestore(store, values.text("SIDESTORE")?.as_deref())?;
+        let valkey_url = values.required_text("VALKEY_URL")?;
+        let database_url = values.required_text("DATABASE_URL")?;
+
+        let secret = values.text("SECRET")?;
+        let secret_is_configured = secret.is_some();
+        let secret = match secret {
+            Some(secret) => secret,
+            None if production => return Err(invalid("SECRET", "required in production")),
+            None if store == StoreKind::Valkey => {
+                return Err(invalid(
+                    "SECRET",
+                    "required with SIDESTORE=pg: places outlive a restart, so must their signatures",
+                ));
+            }
+            None => crate::ids::new_session_id(),
+        };
+
+        let email_notify = values.flag("EMAIL_NOTIFY")?;
+        let smtp_url = values.text("SMTP_URL")?;
+        if email_notify && smtp_url.is_none() {
+            return Err(invalid(
+                "SMTP_URL",
+                "required with EMAIL_NOTIFY=1 (e.g. smtp://127.0.0.1:25 or smtps://user:pass@mail.example:465)",
+            ));
+        }
+
+        let config = Config {
+            production,
+            gateway_addr: SocketAddr::new(host, port),
+            admin_addr: SocketAddr::new(admin_host, admin_port),
+            engine_addr,
+            store,
+            valkey_url,
+            database_url,
+            secret_is_configured,
+            secret: SecretString::from(secret),
+            secret_previous: values.text("SECRET_PREVIOUS")?.map(SecretString::from),
+            token_sign_v2: values.flag("TOKEN_SIGN_V2")?,
+            token_max_age_sec: values.number("TOKEN_MAX_AGE_SEC")?,
+            queue_cookie_max_age_sec: values.number("QUEUE_COOKIE_MAX_AGE_SEC")?,
+            admin_key: SecretString::from(admin_key),
+            public_api_key: values.text("PUBLIC_API_KEY")?.map(SecretString::from),
+            join_limit_per_min: values.number("JOIN_LIMIT_PER_MIN")?,
+            check_limit_per_min: values.number("CHECK_LIMIT_PER_MIN")?,
+            sse_max_total: values.number("SSE_MAX_TOTAL")?,
+            sse_per_ip: values.number("SSE_PER_IP")?,
+            room_cookie_cap: values.number("ROOM_COOKIE_CAP")?,
+            prequeue_max: values.number("PREQUEUE_MAX")?,
+            shutdown_drain_sec: values.number("SHUTDOWN_DRAIN_SEC")?,
+            trusted_proxies: values.ip_ranges("TRUSTED_PROXIES")?.unwrap_or_default(),
+            email_notify,
+            smtp_url: smtp_url.map(SecretString::from),
+            email_from: values.required_text("EMAIL_FROM")?,
+            waiting_assets_keep: values
+                .asset_names("WAITING_ASSETS_KEEP")?
+                .unwrap_or_default(),
+            // Only `json` changes the format; the binary has always ignored anything else.
+            log_json: values.text("LOG_FORMAT")?.as_deref() == Some("json"),
+            log_level: values.text("LOG_LEVEL")?,
+            rust_log: values.text("RUST_LOG")?,
+        };
+        // A variable of the table that nothing above takes would be checked and then ignored.
+        debug_assert!(
+            values.is_drained(),
+            "configuration variables read but not used: {:?}",
+            values.leftover()
+        );
+        Ok(config)
+    }
+}
+
+/// A listener beyond loopback needs a real admin key: the default one is public knowledge.
+fn check_reach(var: &'static str, ip: IpAddr, default_key: bool) -> Result<(), ConfigError> {
+    if default_key && !ip.is_loopback() {
+        return Err(invalid(
+            var,
+            format!(
+                "{ip} is not loopback, and ADMIN_KEY is the default key; set ADMIN_KEY to a long random key to listen beyond this machine"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The journal goes with the durable store: `STORE=valkey SIDESTORE=pg`, or neither.
+fn check_sidestore(store: StoreKind, sidestore: Option<&str>) -> Result<(), ConfigError> {
+    match (store, sidestore) {
+        (StoreKind::Valkey, Some("pg")) | (StoreKind::Memory, None | Some("memory")) => Ok(()),
+        (StoreKind::Valkey, None) => Err(invalid(
+            "SIDESTORE",
+            "STORE=valkey needs SIDESTORE=pg (the journal)",
+        )),
+        (StoreKind::Valkey, Some(other)) => {
+            Err(invalid("SIDESTORE", format!("'{other}' is not pg")))
+        }
+        (StoreKind::Memory, Some(other)) => Err(invalid(
+            "SIDESTORE",
+            format!("'{other}' needs STORE=valkey; STORE=memory keeps no journal"),
+        )),
+    }
+}

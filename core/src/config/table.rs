@@ -1,0 +1,487 @@
+//! Every environment variable of every process, declared once: its name, what unset means, the
+//! rule a value must pass, whether it is a secret, which processes read it, how the health view
+//! shows it and the start-up warning it may raise. Parsing ([`super::values`]), the redacted
+//! view of `/api/admin/health` ([`super::Config::public_json`]) and the warnings
+//! ([`super::Config::warnings`]) all walk [`VARIABLES`]; README.md's configuration table is
+//! checked against it by a test.
+
+use serde_json::{Value, json};
+
+use super::{
+    Config, DEFAULT_ADMIN_KEY, DEFAULT_DATABASE_URL, DEFAULT_EMAIL_FROM, DEFAULT_VALKEY_URL,
+    StoreKind,
+};
+
+/// One environment variable.
+#[derive(Debug)]
+pub struct Variable {
+    /// Exactly as the spec spells it.
+    pub name: &'static str,
+    /// What the process does when the variable is unset (or blank).
+    pub default: Fallback,
+    /// What a value must be; a value that breaks it stops start-up naming the variable.
+    pub rule: Rule,
+    /// A secret (or a URL that may carry a password): its value never reaches a log or a view.
+    pub secret: bool,
+    /// The processes that read it.
+    pub read_by: &'static [Process],
+    /// How `/api/admin/health` shows the effective value.
+    pub shown: Shown,
+    /// The start-up warning this variable raises, if any.
+    pub warning: Option<Warning>,
+}
+
+/// What an unset variable means.
+#[derive(Debug, Clone, Copy)]
+pub enum Fallback {
+    /// This value, read through the variable's rule exactly as if it had been set.
+    Value(&'static str),
+    /// Nothing: the code decides, as described here for people.
+    Described(&'static str),
+}
+
+/// What a value must be.
+#[derive(Debug, Clone, Copy)]
+pub enum Rule {
+    /// Any text.
+    Text,
+    /// Text of at least this many characters (keys and secrets).
+    MinLength(usize),
+    /// A whole number within `min..=max`.
+    Number { min: u64, max: u64 },
+    /// `0`, `1`, `false` or `true`.
+    Flag,
+    /// One of these words.
+    OneOf(&'static [&'static str]),
+    /// An IP address (IPv6 may be bracketed) or `localhost`.
+    Host,
+    /// `host:port`, the host an IP address or `localhost`.
+    SocketAddr,
+    /// A URL of one of these schemes; `example` is quoted in the error.
+    Url {
+        schemes: &'static [&'static str],
+        example: &'static str,
+    },
+    /// An `smtp://` or `smtps://` relay URL with an optional `tls=` query.
+    SmtpUrl,
+    /// `local@domain` or `Name <local@domain>`.
+    Mailbox,
+    /// Comma-separated IP addresses and CIDR ranges.
+    IpRanges,
+    /// Hashed waiting-page asset names (`waiting-<hash>.css|js`).
+    AssetNames,
+}
+
+/// A process of the product (`qm all` is all three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Process {
+    Engine,
+    Gateway,
+    Admin,
+}
+
+impl Process {
+    /// Every process: what `qm all` runs.
+    pub const ALL: &'static [Process] = &[Process::Engine, Process::Gateway, Process::Admin];
+}
+
+/// How the health view shows a variable.
+#[derive(Debug, Clone, Copy)]
+pub enum Shown {
+    /// The effective value as it is.
+    Value(fn(&Config) -> Value),
+    /// A URL, with any password replaced by `***` (`null` when there is none).
+    Url(fn(&Config) -> Option<&str>),
+    /// Only whether it is set: `"set"`, or `unset` (e.g. `"random per boot"`); never the value.
+    Withheld {
+        is_set: fn(&Config) -> bool,
+        unset: &'static str,
+    },
+    /// Not in the view (NODE_ENV and QM_ENV show as `production`; logging is the binary's).
+    Nowhere,
+}
+
+/// A setting that works but deserves an operator's attention.
+#[derive(Debug, Clone, Copy)]
+pub struct Warning {
+    pub when: fn(&Config) -> bool,
+    pub says: &'static str,
+}
+
+use Process::{Admin, Engine, Gateway};
+
+/// Every variable, in the order the health view lists them.
+pub static VARIABLES: &[Variable] = &[
+    Variable {
+        name: "NODE_ENV",
+        default: Fallback::Described("unset"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: Process::ALL,
+        shown: Shown::Nowhere,
+        warning: None,
+    },
+    Variable {
+        name: "QM_ENV",
+        default: Fallback::Described("unset"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: Process::ALL,
+        shown: Shown::Nowhere,
+        warning: None,
+    },
+    Variable {
+        name: "HOST",
+        default: Fallback::Described("127.0.0.1 with the default ADMIN_KEY, else 0.0.0.0"),
+        rule: Rule::Host,
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.gateway_addr.ip().to_string())),
+        warning: None,
+    },
+    Variable {
+        name: "PORT",
+        default: Fallback::Value("8080"),
+        rule: Rule::Number {
+            min: 0,
+            max: 65_535,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.gateway_addr.port())),
+        warning: None,
+    },
+    Variable {
+        name: "ADMIN_HOST",
+        default: Fallback::Value("127.0.0.1"),
+        rule: Rule::Host,
+        secret: false,
+        read_by: &[Admin],
+        shown: Shown::Value(|config| json!(config.admin_addr.ip().to_string())),
+        warning: None,
+    },
+    Variable {
+        name: "ADMIN_PORT",
+        default: Fallback::Value("8081"),
+        rule: Rule::Number {
+            min: 0,
+            max: 65_535,
+        },
+        secret: false,
+        read_by: &[Admin],
+        shown: Shown::Value(|config| json!(config.admin_addr.port())),
+        warning: None,
+    },
+    Variable {
+        name: "ENGINE_ADDR",
+        default: Fallback::Value("127.0.0.1:50051"),
+        rule: Rule::SocketAddr,
+        secret: false,
+        read_by: Process::ALL,
+        shown: Shown::Value(|config| json!(config.engine_addr.to_string())),
+        warning: None,
+    },
+    Variable {
+        name: "STORE",
+        default: Fallback::Value("memory"),
+        rule: Rule::OneOf(&["memory", "valkey"]),
+        secret: false,
+        read_by: &[Engine],
+        shown: Shown::Value(|config| json!(config.store.as_str())),
+        warning: Some(Warning {
+            when: |config| config.store == StoreKind::Memory,
+            says: "STORE=memory keeps nothing across a restart",
+        }),
+    },
+    Variable {
+        name: "SIDESTORE",
+        default: Fallback::Described("unset"),
+        rule: Rule::OneOf(&["pg", "memory"]),
+        secret: false,
+        read_by: &[Engine],
+        shown: Shown::Value(|config| match config.store {
+            StoreKind::Valkey => json!("pg"),
+            StoreKind::Memory => json!("none"),
+        }),
+        warning: None,
+    },
+    Variable {
+        name: "VALKEY_URL",
+        default: Fallback::Value(DEFAULT_VALKEY_URL),
+        rule: Rule::Url {
+            schemes: &["redis", "rediss"],
+            example: DEFAULT_VALKEY_URL,
+        },
+        secret: true,
+        read_by: &[Engine],
+        shown: Shown::Url(|config| Some(config.valkey_url.as_str())),
+        warning: None,
+    },
+    Variable {
+        name: "DATABASE_URL",
+        default: Fallback::Value(DEFAULT_DATABASE_URL),
+        rule: Rule::Url {
+            schemes: &["postgres", "postgresql"],
+            example: DEFAULT_DATABASE_URL,
+        },
+        secret: true,
+        read_by: &[Engine],
+        shown: Shown::Url(|config| Some(config.database_url.as_str())),
+        warning: None,
+    },
+    Variable {
+        name: "SECRET",
+        default: Fallback::Described("random per boot"),
+        rule: Rule::MinLength(16),
+        secret: true,
+        read_by: Process::ALL,
+        shown: Shown::Withheld {
+            is_set: |config| config.secret_is_configured,
+            unset: "random per boot",
+        },
+        warning: Some(Warning {
+            when: |config| !config.secret_is_configured,
+            says: "SECRET is unset: tokens are signed with a random per-boot secret and every place is lost on restart",
+        }),
+    },
+    Variable {
+        name: "SECRET_PREVIOUS",
+        default: Fallback::Described("unset"),
+        rule: Rule::Text,
+        secret: true,
+        read_by: Process::ALL,
+        shown: Shown::Withheld {
+            is_set: |config| config.secret_previous.is_some(),
+            unset: "unset",
+        },
+        warning: None,
+    },
+    Variable {
+        name: "TOKEN_SIGN_V2",
+        default: Fallback::Value("0"),
+        rule: Rule::Flag,
+        secret: false,
+        read_by: Process::ALL,
+        shown: Shown::Value(|config| json!(config.token_sign_v2)),
+        warning: None,
+    },
+    Variable {
+        name: "TOKEN_MAX_AGE_SEC",
+        default: Fallback::Value("86400"),
+        rule: Rule::Number {
+            min: 60,
+            max: 31_536_000,
+        },
+        secret: false,
+        read_by: &[Engine, Gateway],
+        shown: Shown::Value(|config| json!(config.token_max_age_sec)),
+        warning: None,
+    },
+    Variable {
+        name: "QUEUE_COOKIE_MAX_AGE_SEC",
+        default: Fallback::Value("86400"),
+        rule: Rule::Number {
+            min: 60,
+            max: 31_536_000,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.queue_cookie_max_age_sec)),
+        warning: None,
+    },
+    Variable {
+        name: "ADMIN_KEY",
+        default: Fallback::Value(DEFAULT_ADMIN_KEY),
+        rule: Rule::MinLength(8),
+        secret: true,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Withheld {
+            is_set: |config| !config.uses_default_admin_key(),
+            unset: "default (admin-dev)",
+        },
+        warning: Some(Warning {
+            when: Config::uses_default_admin_key,
+            says: "ADMIN_KEY is the default key: the server only binds loopback",
+        }),
+    },
+    Variable {
+        name: "PUBLIC_API_KEY",
+        default: Fallback::Described("unset"),
+        rule: Rule::MinLength(8),
+        secret: true,
+        read_by: &[Gateway],
+        shown: Shown::Withheld {
+            is_set: |config| config.public_api_key.is_some(),
+            unset: "unset",
+        },
+        warning: None,
+    },
+    Variable {
+        name: "JOIN_LIMIT_PER_MIN",
+        default: Fallback::Value("120"),
+        rule: Rule::Number {
+            min: 1,
+            max: 100_000_000,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.join_limit_per_min)),
+        warning: None,
+    },
+    Variable {
+        name: "CHECK_LIMIT_PER_MIN",
+        default: Fallback::Value("600"),
+        rule: Rule::Number {
+            min: 1,
+            max: 100_000_000,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.check_limit_per_min)),
+        warning: None,
+    },
+    Variable {
+        name: "SSE_MAX_TOTAL",
+        default: Fallback::Value("50000"),
+        rule: Rule::Number {
+            min: 1,
+            max: 10_000_000,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.sse_max_total)),
+        warning: None,
+    },
+    Variable {
+        name: "SSE_PER_IP",
+        default: Fallback::Value("20"),
+        rule: Rule::Number {
+            min: 1,
+            max: 1_000_000,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.sse_per_ip)),
+        warning: None,
+    },
+    Variable {
+        name: "ROOM_COOKIE_CAP",
+        default: Fallback::Value("8"),
+        rule: Rule::Number { min: 1, max: 50 },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.room_cookie_cap)),
+        warning: None,
+    },
+    Variable {
+        name: "PREQUEUE_MAX",
+        default: Fallback::Value("1000000"),
+        rule: Rule::Number {
+            min: 1,
+            max: 100_000_000,
+        },
+        secret: false,
+        read_by: &[Engine],
+        shown: Shown::Value(|config| json!(config.prequeue_max)),
+        warning: None,
+    },
+    Variable {
+        name: "SHUTDOWN_DRAIN_SEC",
+        default: Fallback::Value("10"),
+        rule: Rule::Number { min: 0, max: 600 },
+        secret: false,
+        read_by: Process::ALL,
+        shown: Shown::Value(|config| json!(config.shutdown_drain_sec)),
+        warning: None,
+    },
+    Variable {
+        name: "TRUSTED_PROXIES",
+        default: Fallback::Described("empty (trust nobody)"),
+        rule: Rule::IpRanges,
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.trusted_proxies.to_strings())),
+        warning: None,
+    },
+    Variable {
+        name: "EMAIL_NOTIFY",
+        default: Fallback::Value("0"),
+        rule: Rule::Flag,
+        secret: false,
+        read_by: &[Engine, Gateway],
+        shown: Shown::Value(|config| json!(config.email_notify)),
+        warning: None,
+    },
+    Variable {
+        name: "SMTP_URL",
+        default: Fallback::Described("unset"),
+        rule: Rule::SmtpUrl,
+        secret: true,
+        read_by: &[Engine],
+        shown: Shown::Url(|config| {
+            use secrecy::ExposeSecret as _;
+            config.smtp_url.as_ref().map(|url| url.expose_secret())
+        }),
+        warning: None,
+    },
+    Variable {
+        name: "EMAIL_FROM",
+        default: Fallback::Value(DEFAULT_EMAIL_FROM),
+        rule: Rule::Mailbox,
+        secret: false,
+        read_by: &[Engine],
+        shown: Shown::Value(|config| json!(config.email_from)),
+        warning: None,
+    },
+    Variable {
+        name: "WAITING_ASSETS_KEEP",
+        default: Fallback::Described("unset"),
+        rule: Rule::AssetNames,
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.waiting_assets_keep)),
+        warning: None,
+    },
+    Variable {
+        name: "LOG_FORMAT",
+        // Only `json` changes anything; any other value keeps the text format.
+        default: Fallback::Described("text"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: Process::ALL,
+        shown: Shown::Nowhere,
+        warning: None,
+    },
+    Variable {
+        name: "LOG_LEVEL",
+        default: Fallback::Described("info"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: Process::ALL,
+        shown: Shown::Nowhere,
+        warning: None,
+    },
+    Variable {
+        name: "RUST_LOG",
+        default: Fallback::Described("unset"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: Process::ALL,
+        shown: Shown::Nowhere,
+        warning: None,
+    },
+];
+
+/// The table's entry for `name`, if it has one.
+pub fn variable(name: &str) -> Option<&'static Variable> {
+    VARIABLES.iter().find(|variable| variable.name == name)
+}
+
+impl Variable {
+    /// Whether one of `processes` reads this variable.
+    pub fn is_read_by(&self, processes: &[Process]) -> bool {
+        self.read_by
+            .iter()
+            .any(|process| processes.contains(process))
+    }
+}

@@ -1,0 +1,545 @@
+//! Configuration tests: each variable's rule and message, the rules between variables, the
+//! redacted view, and the table against itself and against README.md.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use serde_json::{Value, json};
+
+use super::table::{Fallback, Shown, VARIABLES};
+use super::*;
+
+fn config(pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let map: HashMap<&str, &str> = pairs.iter().copied().collect();
+    Config::from_source(&map)
+}
+
+#[test]
+fn kept_asset_names_are_checked_and_shown() {
+    let kept = config(&[(
+        "WAITING_ASSETS_KEEP",
+        "waiting-47DEQpj8HBSa-_TImW-5JC.css, waiting-47DEQpj8HBSa-_TImW-5JC.js waiting-47DEQpj8HBSa-_TImW-5JC.css",
+    )])
+    .expect("valid");
+    assert_eq!(
+        kept.waiting_assets_keep,
+        [
+            "waiting-47DEQpj8HBSa-_TImW-5JC.css",
+            "waiting-47DEQpj8HBSa-_TImW-5JC.js"
+        ]
+    );
+    let ui = config(&[(
+        "WAITING_ASSETS_KEEP",
+        "waiting-ui-47DEQpj8HBSa-_TImW-5JC.js",
+    )])
+    .expect("a script of its own stem");
+    assert_eq!(ui.waiting_assets_keep.len(), 1);
+    assert_eq!(
+        kept.public_json()["WAITING_ASSETS_KEEP"],
+        json!([
+            "waiting-47DEQpj8HBSa-_TImW-5JC.css",
+            "waiting-47DEQpj8HBSa-_TImW-5JC.js"
+        ])
+    );
+    assert!(Config::defaults().waiting_assets_keep.is_empty());
+    for bad in [
+        "waiting-short.css",
+        "/assets/waiting-47DEQpj8HBSa-_TImW-5JC.css",
+        "waiting-47DEQpj8HBSa-_TImW-5JC.html",
+        "other-47DEQpj8HBSa-_TImW-5JC.css",
+        "waiting-47DEQpj8HBSa-_TImW-5J!.js",
+        "waiting-UI-47DEQpj8HBSa-_TImW-5JC.js",
+        "waitingx47DEQpj8HBSa-_TImW-5JC.js",
+    ] {
+        let error = config(&[("WAITING_ASSETS_KEEP", bad)]).expect_err(bad);
+        assert_eq!(error.var, "WAITING_ASSETS_KEEP");
+    }
+}
+
+#[test]
+fn defaults_bind_loopback() {
+    let config = Config::defaults();
+    assert_eq!(config.gateway_addr, "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(config.admin_addr, "127.0.0.1:8081".parse().unwrap());
+    assert_eq!(config.engine_addr, "127.0.0.1:50051".parse().unwrap());
+    assert_eq!(config.store, StoreKind::Memory);
+    assert_eq!(config.room_cookie_cap, 8);
+    assert_eq!(config.token_refresh_after_ms(), 43_200_000);
+}
+
+#[test]
+fn default_admin_key_refuses_a_public_host() {
+    let error = config(&[("HOST", "0.0.0.0")]).unwrap_err();
+    assert_eq!(error.var, "HOST");
+    let error = config(&[("ADMIN_HOST", "10.0.0.1")]).unwrap_err();
+    assert_eq!(error.var, "ADMIN_HOST");
+    let ok = config(&[("HOST", "0.0.0.0"), ("ADMIN_KEY", "a-long-random-key")]).unwrap();
+    assert_eq!(ok.gateway_addr.ip().to_string(), "0.0.0.0");
+    // With a real key and HOST unset the gateway listens on every interface.
+    let ok = config(&[("ADMIN_KEY", "a-long-random-key")]).unwrap();
+    assert!(ok.gateway_addr.ip().is_unspecified());
+    assert!(ok.admin_addr.ip().is_loopback());
+}
+
+#[test]
+fn bad_values_name_their_variable() {
+    for (var, value) in [
+        ("PORT", "eighty"),
+        ("PORT", "70000"),
+        ("TOKEN_MAX_AGE_SEC", "59"),
+        ("STORE", "disk"),
+        ("TOKEN_SIGN_V2", "yes"),
+        ("ENGINE_ADDR", "nowhere"),
+        ("SSE_PER_IP", "0"),
+        ("SECRET", "short"),
+        ("ROOM_COOKIE_CAP", "-1"),
+    ] {
+        let error = config(&[(var, value)]).unwrap_err();
+        assert_eq!(error.var, var, "{value}");
+        assert!(error.to_string().starts_with(var));
+    }
+}
+
+#[test]
+fn the_durable_store_needs_its_journal_a_secret_and_urls() {
+    let durable = [
+        ("STORE", "valkey"),
+        ("SIDESTORE", "pg"),
+        ("SECRET", "a-secret-of-sixteen-or-more"),
+    ];
+    let config_ok = config(&durable).expect("valid durable config");
+    assert_eq!(config_ok.valkey_url, DEFAULT_VALKEY_URL);
+    assert_eq!(config_ok.database_url, DEFAULT_DATABASE_URL);
+    assert_eq!(config(&durable[..2]).unwrap_err().var, "SECRET");
+    assert_eq!(config(&[("SIDESTORE", "pg")]).unwrap_err().var, "SIDESTORE");
+    assert_eq!(
+        config(&[("STORE", "valkey"), ("SIDESTORE", "mysql")])
+            .unwrap_err()
+            .var,
+        "SIDESTORE"
+    );
+    let mut bad_url = durable.to_vec();
+    bad_url.push(("VALKEY_URL", "127.0.0.1:6379"));
+    assert_eq!(config(&bad_url).unwrap_err().var, "VALKEY_URL");
+    let mut bad_db = durable.to_vec();
+    bad_db.push(("DATABASE_URL", "mysql://x"));
+    assert_eq!(config(&bad_db).unwrap_err().var, "DATABASE_URL");
+    let mut with_password = durable.to_vec();
+    with_password.push(("DATABASE_URL", "postgres://qm:hunter2@db:5432/qm"));
+    let shown = config(&with_password).expect("valid").public_json();
+    assert_eq!(shown["DATABASE_URL"], "postgres://qm:***@db:5432/qm");
+}
+
+#[test]
+fn production_requires_the_durable_store_and_a_secret() {
+    let key = ("ADMIN_KEY", "a-long-random-key");
+    assert_eq!(
+        config(&[("NODE_ENV", "production"), key]).unwrap_err().var,
+        "STORE"
+    );
+    assert_eq!(
+        config(&[("QM_ENV", "production"), key, ("STORE", "valkey")])
+            .unwrap_err()
+            .var,
+        "SIDESTORE"
+    );
+    assert_eq!(
+        config(&[
+            ("QM_ENV", "production"),
+            key,
+            ("STORE", "valkey"),
+            ("SIDESTORE", "pg")
+        ])
+        .unwrap_err()
+        .var,
+        "SECRET"
+    );
+    assert_eq!(
+        config(&[("QM_ENV", "production"), ("STORE", "valkey")])
+            .unwrap_err()
+            .var,
+        "ADMIN_KEY"
+    );
+}
+
+#[test]
+fn secrets_never_appear_in_the_public_view() {
+    let config = config(&[
+        ("SECRET", "0123456789abcdef-secret"),
+        ("ADMIN_KEY", "super-secret-admin"),
+    ])
+    .unwrap();
+    let text = config.public_json().to_string();
+    assert!(!text.contains("0123456789abcdef-secret"));
+    assert!(!text.contains("super-secret-admin"));
+    assert!(!format!("{config:?}").contains("super-secret-admin"));
+}
+
+#[test]
+fn email_notify_needs_a_valid_smtp_url_and_hides_its_password() {
+    let off = Config::defaults();
+    assert!(!off.email_notify);
+    assert_eq!(off.email_from, DEFAULT_EMAIL_FROM);
+    assert_eq!(off.public_json()["SMTP_URL"], Value::Null);
+    assert_eq!(
+        config(&[("EMAIL_NOTIFY", "1")]).unwrap_err().var,
+        "SMTP_URL"
+    );
+    for bad in [
+        "mail.example:25",
+        "http://mail.example",
+        "smtp://",
+        "smtps://mail.example?tls=required",
+        "smtp://mail.example?tls=maybe",
+    ] {
+        let error = config(&[("EMAIL_NOTIFY", "1"), ("SMTP_URL", bad)]).unwrap_err();
+        assert_eq!(error.var, "SMTP_URL", "{bad}");
+    }
+    let on = config(&[
+        ("EMAIL_NOTIFY", "true"),
+        ("SMTP_URL", "smtps://queue:hunter2@mail.example:465"),
+        ("EMAIL_FROM", "Launch <launch@shop.example>"),
+    ])
+    .unwrap();
+    assert!(on.email_notify);
+    let shown = on.public_json();
+    assert_eq!(shown["SMTP_URL"], "smtps://queue:***@mail.example:465");
+    assert_eq!(shown["EMAIL_FROM"], "Launch <launch@shop.example>");
+    assert!(!shown.to_string().contains("hunter2"));
+    assert!(!format!("{on:?}").contains("hunter2"));
+    for bad in ["nobody", "a@", "Name <a@b", "<@b>", "a b@c"] {
+        assert_eq!(
+            config(&[("EMAIL_FROM", bad)]).unwrap_err().var,
+            "EMAIL_FROM",
+            "{bad}"
+        );
+    }
+    assert!(config(&[("SMTP_URL", "smtp://127.0.0.1:2525?tls=required")]).is_ok());
+}
+
+#[test]
+fn trusted_proxies_are_addresses_and_cidr_ranges() {
+    assert!(Config::defaults().trusted_proxies.is_empty());
+    let config = config(&[(
+        "TRUSTED_PROXIES",
+        " 10.0.0.0/8, 127.0.0.1,::1 , fd00::/8,,::ffff:192.168.0.0/112",
+    )])
+    .unwrap();
+    let trusted = &config.trusted_proxies;
+    assert_eq!(
+        config.public_json()["TRUSTED_PROXIES"],
+        json!([
+            "10.0.0.0/8",
+            "127.0.0.1",
+            "::1",
+            "fd00::/8",
+            "192.168.0.0/16"
+        ])
+    );
+    let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+    for inside in [
+        "10.0.0.0",
+        "10.255.255.255",
+        "127.0.0.1",
+        "::1",
+        "fd12:3456::1",
+        "192.168.4.5",
+        // IPv4-mapped IPv6 compares as IPv4.
+        "::ffff:10.1.2.3",
+        "::ffff:127.0.0.1",
+    ] {
+        assert!(trusted.contains(ip(inside)), "{inside}");
+    }
+    for outside in [
+        "11.0.0.0",
+        "9.255.255.255",
+        "127.0.0.2",
+        "::2",
+        "fe00::1",
+        "203.0.113.9",
+        "::ffff:203.0.113.9",
+        // ::a00:1 is not 10.0.0.1: only the mapped form compares as IPv4.
+        "::a00:1",
+    ] {
+        assert!(!trusted.contains(ip(outside)), "{outside}");
+    }
+    let host = IpRange::parse("2001:db8::7/128").unwrap();
+    assert!(host.contains(ip("2001:db8::7")) && !host.contains(ip("2001:db8::8")));
+    assert!(
+        IpRange::parse("1.2.3.4/32")
+            .unwrap()
+            .contains(ip("1.2.3.4"))
+    );
+}
+
+#[test]
+fn a_bad_trusted_proxy_stops_start_up_naming_the_entry() {
+    for entry in [
+        "proxy.internal",
+        "10.0.0.0/33",
+        "10.0.0.0/-1",
+        "10.0.0.0/+8",
+        "fd00::/129",
+        "10.0.0.0/",
+        "10.1.2.3/8",
+        "0.0.0.0/0",
+        "::/0",
+        "::ffff:0.0.0.0/96",
+        "1.2.3",
+        "127.0.0.1:80",
+    ] {
+        let error = config(&[("TRUSTED_PROXIES", &format!("127.0.0.1, {entry}"))]).unwrap_err();
+        assert_eq!(error.var, "TRUSTED_PROXIES", "{entry}");
+        let message = error.to_string();
+        assert!(message.starts_with("TRUSTED_PROXIES"), "{message}");
+        assert!(message.contains(&format!("'{entry}'")), "{message}");
+    }
+    let hint = config(&[("TRUSTED_PROXIES", "10.1.2.3/8")]).unwrap_err();
+    assert!(hint.reason.contains("10.0.0.0/8"), "{}", hint.reason);
+}
+
+#[test]
+fn the_table_names_each_variable_once() {
+    let mut seen = BTreeSet::new();
+    for variable in VARIABLES {
+        assert!(seen.insert(variable.name), "{} twice", variable.name);
+        assert!(
+            variable
+                .name
+                .bytes()
+                .all(|byte| byte.is_ascii_uppercase() || byte.is_ascii_digit() || byte == b'_'),
+            "{}",
+            variable.name
+        );
+        assert!(
+            !variable.read_by.is_empty(),
+            "{} is read by nobody",
+            variable.name
+        );
+    }
+}
+
+#[test]
+fn every_default_value_passes_its_rule() {
+    for variable in VARIABLES {
+        if let Fallback::Value(default) = variable.default {
+            assert!(
+                variable.rule.parse(default).is_ok(),
+                "{}'s default {default:?}",
+                variable.name
+            );
+        }
+    }
+}
+
+#[test]
+fn a_secret_is_never_shown_as_its_value() {
+    for variable in VARIABLES.iter().filter(|variable| variable.secret) {
+        assert!(
+            !matches!(variable.shown, Shown::Value(_)),
+            "{} is a secret shown as it is",
+            variable.name
+        );
+    }
+}
+
+/// A valid value for every variable of the table, secrets recognisable in the output.
+fn every_variable_set() -> HashMap<&'static str, &'static str> {
+    HashMap::from([
+        ("NODE_ENV", "production"),
+        ("QM_ENV", "production"),
+        ("HOST", "0.0.0.0"),
+        ("PORT", "9080"),
+        ("ADMIN_HOST", "::1"),
+        ("ADMIN_PORT", "9081"),
+        ("ENGINE_ADDR", "localhost:50052"),
+        ("STORE", "valkey"),
+        ("SIDESTORE", "pg"),
+        ("VALKEY_URL", "redis://:valkey-password-1@valkey:6379"),
+        ("DATABASE_URL", "postgres://qm:database-password-1@db/qm"),
+        ("SECRET", "the-secret-value-0123456789"),
+        ("SECRET_PREVIOUS", "the-previous-secret-0123"),
+        ("TOKEN_SIGN_V2", "1"),
+        ("TOKEN_MAX_AGE_SEC", "3600"),
+        ("QUEUE_COOKIE_MAX_AGE_SEC", "7200"),
+        ("ADMIN_KEY", "the-admin-key-value"),
+        ("PUBLIC_API_KEY", "the-public-api-key"),
+        ("JOIN_LIMIT_PER_MIN", "11"),
+        ("CHECK_LIMIT_PER_MIN", "12"),
+        ("SSE_MAX_TOTAL", "13"),
+        ("SSE_PER_IP", "14"),
+        ("ROOM_COOKIE_CAP", "15"),
+        ("PREQUEUE_MAX", "16"),
+        ("SHUTDOWN_DRAIN_SEC", "17"),
+        ("TRUSTED_PROXIES", "10.0.0.0/8"),
+        ("EMAIL_NOTIFY", "1"),
+        ("SMTP_URL", "smtps://queue:smtp-password-1@mail.example:465"),
+        ("EMAIL_FROM", "queue@shop.example"),
+        ("WAITING_ASSETS_KEEP", "waiting-47DEQpj8HBSa-_TImW-5JC.css"),
+        ("LOG_FORMAT", "json"),
+        ("LOG_LEVEL", "debug"),
+        ("RUST_LOG", "warn"),
+    ])
+}
+
+#[test]
+fn every_variable_of_the_table_reaches_the_config() {
+    let source = every_variable_set();
+    let names: BTreeSet<&str> = VARIABLES.iter().map(|variable| variable.name).collect();
+    assert_eq!(
+        names,
+        source.keys().copied().collect(),
+        "the test sets every variable"
+    );
+    let config = Config::from_source(&source).expect("valid");
+    assert!(config.production);
+    assert_eq!(config.gateway_addr, "0.0.0.0:9080".parse().unwrap());
+    assert_eq!(config.admin_addr, "[::1]:9081".parse().unwrap());
+    assert_eq!(config.engine_addr, "127.0.0.1:50052".parse().unwrap());
+    assert_eq!(config.store, StoreKind::Valkey);
+    assert!(config.token_sign_v2);
+    assert_eq!(
+        (config.token_max_age_sec, config.queue_cookie_max_age_sec),
+        (3600, 7200)
+    );
+    assert_eq!(
+        (config.join_limit_per_min, config.check_limit_per_min),
+        (11, 12)
+    );
+    assert_eq!(
+        (
+            config.sse_max_total,
+            config.sse_per_ip,
+            config.room_cookie_cap
+        ),
+        (13, 14, 15)
+    );
+    assert_eq!((config.prequeue_max, config.shutdown_drain_sec), (16, 17));
+    assert!(config.email_notify);
+    assert_eq!(config.email_from, "queue@shop.example");
+    assert!(config.log_json());
+    assert_eq!(config.log_filters().collect::<Vec<_>>(), ["debug", "warn"]);
+
+    // Every variable the view shows is there, and no secret's value is.
+    let view = config.public_json();
+    for variable in VARIABLES {
+        let shown = view.get(variable.name).is_some();
+        assert_eq!(
+            shown,
+            !matches!(variable.shown, Shown::Nowhere),
+            "{}",
+            variable.name
+        );
+    }
+    assert_eq!(view["production"], true);
+    assert_eq!(view["SECRET"], "set");
+    assert_eq!(view["ADMIN_KEY"], "set");
+    assert_eq!(view["VALKEY_URL"], "redis://:***@valkey:6379");
+    let text = view.to_string();
+    for variable in VARIABLES.iter().filter(|variable| variable.secret) {
+        let value = source[variable.name];
+        let hidden = value
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split_once('@'))
+            .and_then(|(user_info, _)| user_info.split_once(':'))
+            .map_or(value, |(_, password)| password);
+        assert!(!text.contains(hidden), "{} shows {hidden}", variable.name);
+    }
+}
+
+#[test]
+fn the_view_keeps_its_order_and_shape() {
+    let view = Config::defaults().public_json();
+    let keys: Vec<&str> = view
+        .as_object()
+        .expect("an object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys[..3], ["production", "HOST", "PORT"]);
+    assert_eq!(keys.last(), Some(&"WAITING_ASSETS_KEEP"));
+    assert_eq!(view["SECRET"], "random per boot");
+    assert_eq!(view["SECRET_PREVIOUS"], "unset");
+    assert_eq!(view["ADMIN_KEY"], "default (admin-dev)");
+    assert_eq!(view["PUBLIC_API_KEY"], "unset");
+    assert_eq!(view["SIDESTORE"], "none");
+    assert_eq!(view["TRUSTED_PROXIES"], json!([]));
+    assert_eq!(view["PORT"], 8080);
+}
+
+#[test]
+fn warnings_come_from_the_table_for_the_processes_that_read_them() {
+    let defaults = Config::defaults();
+    let all = defaults.warnings();
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert!(
+        all.iter()
+            .any(|warning| warning.starts_with("STORE=memory"))
+    );
+    let gateway = defaults.warnings_for(&[Process::Gateway]);
+    assert_eq!(gateway.len(), 2, "{gateway:?}");
+    assert!(!gateway.iter().any(|warning| warning.starts_with("STORE")));
+    let engine = defaults.warnings_for(&[Process::Engine]);
+    assert!(
+        !engine
+            .iter()
+            .any(|warning| warning.starts_with("ADMIN_KEY"))
+    );
+    let quiet = config(&[
+        ("STORE", "valkey"),
+        ("SIDESTORE", "pg"),
+        ("SECRET", "a-secret-of-sixteen-or-more"),
+        ("ADMIN_KEY", "a-long-random-key"),
+    ])
+    .expect("valid");
+    assert!(quiet.warnings().is_empty());
+}
+
+#[test]
+fn logging_settings_keep_their_lenient_reading() {
+    let defaults = Config::defaults();
+    assert!(!defaults.log_json());
+    assert_eq!(defaults.log_filters().count(), 0);
+    // Only `json` switches the format; anything else is text, as it always was.
+    assert!(!config(&[("LOG_FORMAT", "JSON")]).expect("valid").log_json());
+}
+
+/// The backquoted names of the first column of README.md's "## Configuration" table.
+fn readme_variables() -> BTreeSet<String> {
+    let readme = include_str!("../../../README.md");
+    let section = readme
+        .split("\n## ")
+        .find(|section| section.starts_with("Configuration\n"))
+        .expect("README.md has a ## Configuration section");
+    section
+        .lines()
+        .filter(|line| line.starts_with('|'))
+        .filter_map(|line| line.split('|').nth(1))
+        .flat_map(|cell| {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_documents_exactly_the_table() {
+    let documented = readme_variables();
+    let declared: BTreeSet<String> = VARIABLES
+        .iter()
+        .map(|variable| variable.name.to_owned())
+        .collect();
+    let undocumented: Vec<&String> = declared.difference(&documented).collect();
+    let unknown: Vec<&String> = documented.difference(&declared).collect();
+    assert!(
+        undocumented.is_empty(),
+        "README.md's configuration table misses {undocumented:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "README.md's configuration table names {unknown:?}, which the configuration table does not have"
+    );
+}
