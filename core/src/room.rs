@@ -199,6 +199,13 @@ impl RoomConfig {
             }
         };
 
+        // A nullable whole-number field within its bounds, when the body names it.
+        let bounded = |field: &str, min: u64, max: u64, code: ErrorCode| {
+            object
+                .get(field)
+                .map(|value| fields::nullable_integer(value, field, min, max, code))
+                .transpose()
+        };
         if let Some(rate) = rate {
             next.rate_per_minute = rate;
         }
@@ -211,14 +218,13 @@ impl RoomConfig {
         if let Some(value) = object.get("proxyOrigin") {
             next.proxy_origin = fields::proxy_origin(value)?;
         }
-        if let Some(value) = object.get("maxConcurrent") {
-            next.max_concurrent = fields::nullable_integer(
-                value,
-                "maxConcurrent",
-                1,
-                10_000_000,
-                ErrorCode::InvalidMaxConcurrent,
-            )?;
+        if let Some(max) = bounded(
+            "maxConcurrent",
+            1,
+            10_000_000,
+            ErrorCode::InvalidMaxConcurrent,
+        )? {
+            next.max_concurrent = max;
         }
         if let Some(value) = object.get("passedTtlSec") {
             next.passed_ttl_sec = fields::integer(
@@ -229,23 +235,11 @@ impl RoomConfig {
                 ErrorCode::InvalidPassedTtlSec,
             )?;
         }
-        if let Some(value) = object.get("sessionTtlSec") {
-            next.session_ttl_sec = fields::nullable_integer(
-                value,
-                "sessionTtlSec",
-                60,
-                86_400,
-                ErrorCode::InvalidSessionTtlSec,
-            )?;
+        if let Some(ttl) = bounded("sessionTtlSec", 60, 86_400, ErrorCode::InvalidSessionTtlSec)? {
+            next.session_ttl_sec = ttl;
         }
-        if let Some(value) = object.get("sessionMaxSec") {
-            next.session_max_sec = fields::nullable_integer(
-                value,
-                "sessionMaxSec",
-                60,
-                86_400,
-                ErrorCode::InvalidSessionMaxSec,
-            )?;
+        if let Some(max) = bounded("sessionMaxSec", 60, 86_400, ErrorCode::InvalidSessionMaxSec)? {
+            next.session_max_sec = max;
         }
         if let (Some(ttl), Some(max)) = (next.session_ttl_sec, next.session_max_sec)
             && max < ttl
@@ -295,14 +289,8 @@ impl RoomConfig {
             next.queue_max_per_ip =
                 fields::per_ip_cap(value, "queueMaxPerIp", ErrorCode::InvalidQueueMaxPerIp)?;
         }
-        if let Some(value) = object.get("presenceSec") {
-            next.presence_sec = fields::nullable_integer(
-                value,
-                "presenceSec",
-                5,
-                3_600,
-                ErrorCode::InvalidPresenceSec,
-            )?;
+        if let Some(window) = bounded("presenceSec", 5, 3_600, ErrorCode::InvalidPresenceSec)? {
+            next.presence_sec = window;
         }
         if let Some(value) = object.get("state") {
             next.state = fields::state(value)?;
