@@ -275,16 +275,7 @@ impl RoomConfig {
         if let Some(value) = object.get("urlPatterns") {
             next.url_patterns = documents::url_patterns(value)?;
         }
-        if let Some(value) = object.get("opensAt") {
-            next.opens_at = fields::opens_at(value)?;
-        }
-        if let Some(value) = object.get("preQueueMaxPerIp") {
-            next.pre_queue_max_per_ip = fields::per_ip_cap(
-                value,
-                "preQueueMaxPerIp",
-                ErrorCode::InvalidPreQueueMaxPerIp,
-            )?;
-        }
+        apply_schedule_fields(object, &mut next)?;
         if let Some(value) = object.get("queueMaxPerIp") {
             next.queue_max_per_ip =
                 fields::per_ip_cap(value, "queueMaxPerIp", ErrorCode::InvalidQueueMaxPerIp)?;
@@ -390,6 +381,15 @@ pub fn apply_schedule(existing: &RoomConfig, body: &Value) -> Result<RoomConfig,
         ));
     }
     let mut next = existing.clone();
+    apply_schedule_fields(object, &mut next)?;
+    Ok(next)
+}
+
+/// The drop's fields, as the room document and the schedule route both take them.
+fn apply_schedule_fields(
+    object: &Map<String, Value>,
+    next: &mut RoomConfig,
+) -> Result<(), ApiError> {
     if let Some(value) = object.get("opensAt") {
         next.opens_at = fields::opens_at(value)?;
     }
@@ -400,7 +400,7 @@ pub fn apply_schedule(existing: &RoomConfig, body: &Value) -> Result<RoomConfig,
             ErrorCode::InvalidPreQueueMaxPerIp,
         )?;
     }
-    Ok(next)
+    Ok(())
 }
 
 fn body_object(body: &Value) -> Result<&Map<String, Value>, ApiError> {
