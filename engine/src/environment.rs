@@ -41,6 +41,14 @@ impl Environment {
         }
     }
 
+    /// Starts a simulated environment's generator again from `seed` (a test's case boundary,
+    /// so a failing case replays alike however the earlier ones went). No effect on the real one.
+    pub fn reseed(&self, seed: u64) {
+        if let Some(seeded) = &self.seeded {
+            *crate::rooms::lock(seeded) = StdRng::seed_from_u64(seed);
+        }
+    }
+
     pub fn now_ms(&self) -> i64 {
         (self.clock)()
     }

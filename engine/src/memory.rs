@@ -72,9 +72,9 @@ impl MemoryStore {
         };
         let now = self.now_ms();
         let mut room = slot.lock();
-        let executed = room.execute(command, now, &mut self.environment.rng())?;
+        let executed = room.execute(command, now, &mut self.environment.rng());
         if executed.records.is_empty() {
-            return Ok(executed.outcome);
+            return executed.outcome;
         }
         for record in &executed.records {
             match &record.event {
@@ -90,7 +90,7 @@ impl MemoryStore {
             }
         }
         slot.publish(&room, now);
-        Ok(executed.outcome)
+        executed.outcome
     }
 
     fn tick_room(&self, slot: &Slot<()>, now: i64) {
@@ -98,12 +98,14 @@ impl MemoryStore {
         if !room.is_live() {
             return;
         }
-        match room.execute(&Command::Tick, now, &mut self.environment.rng()) {
-            Ok(executed) if !executed.records.is_empty() => slot.publish(&room, now),
-            Ok(_) => slot.publish_if_state_changed(&room, now),
-            Err(error) => {
-                tracing::warn!(room_id = slot.room_id(), error = %error.message, "outflow slice failed")
-            }
+        let executed = room.execute(&Command::Tick, now, &mut self.environment.rng());
+        if let Err(error) = &executed.outcome {
+            tracing::warn!(room_id = slot.room_id(), error = %error.message, "outflow slice failed");
+        }
+        if executed.records.is_empty() {
+            slot.publish_if_state_changed(&room, now);
+        } else {
+            slot.publish(&room, now);
         }
     }
 }

@@ -69,10 +69,28 @@ pub enum Outcome {
 }
 
 /// A command's outcome and the records it appended, in seq order (none when nothing changed).
+/// A refused command appended nothing, with one exception: a join refused after the doors
+/// opened still lands the draw it made first (the draw is due whoever asked).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Executed {
-    pub outcome: Outcome,
+    pub outcome: Result<Outcome, ApiError>,
     pub records: Vec<EventRecord>,
+}
+
+impl Executed {
+    fn done(outcome: Outcome, records: Vec<EventRecord>) -> Executed {
+        Executed {
+            outcome: Ok(outcome),
+            records,
+        }
+    }
+
+    fn refused(refusal: ApiError) -> Executed {
+        Executed {
+            outcome: Err(refusal),
+            records: Vec::new(),
+        }
+    }
 }
 
 fn room_not_found(room_id: &str) -> ApiError {
@@ -112,32 +130,54 @@ impl Room {
     }
 
     /// Runs `command` at `now_ms`, drawing any randomness (pre-queue handles, the draw) from
-    /// `rng`. An error changes nothing.
+    /// `rng`. A refusal changes nothing but the draw a join makes first (see [`Executed`]).
     pub fn execute(
         &mut self,
         command: &Command,
         now_ms: i64,
         rng: &mut (impl Rng + CryptoRng),
-    ) -> Result<Executed, ApiError> {
+    ) -> Executed {
+        if let Command::Join(request) = command
+            && self.is_live()
+        {
+            let drawn: Vec<EventRecord> = self.draw_if_due(rng, now_ms).into_iter().collect();
+            return match self.join(request, now_ms, rng) {
+                Ok(joined) => {
+                    // A join that keeps its place is a sighting of its holder (QM-345).
+                    if joined.record.is_none() && joined.place.bound {
+                        self.see(joined.place.ticket, now_ms);
+                    }
+                    let records = drawn.into_iter().chain(joined.record).collect();
+                    Executed::done(Outcome::Place(joined.place), records)
+                }
+                Err(refusal) => Executed {
+                    outcome: Err(refusal),
+                    records: drawn,
+                },
+            };
+        }
+        match self.execute_change(command, now_ms, rng) {
+            Ok((outcome, records)) => Executed::done(outcome, records),
+            Err(refusal) => Executed::refused(refusal),
+        }
+    }
+
+    /// Every command but a join: checks first, then the change.
+    fn execute_change(
+        &mut self,
+        command: &Command,
+        now_ms: i64,
+        rng: &mut (impl Rng + CryptoRng),
+    ) -> Result<(Outcome, Vec<EventRecord>), ApiError> {
         if let Command::Put(body) = command {
             return self.put(body, now_ms);
         }
         if !self.is_live() {
             return Err(room_not_found(self.room_id()));
         }
-        let (outcome, records) = match command {
-            Command::Put(_) => unreachable!("handled above"),
+        Ok(match command {
+            Command::Put(_) | Command::Join(_) => unreachable!("handled above"),
             Command::Delete => (Outcome::Deleted, vec![self.delete(now_ms)]),
-            Command::Join(request) => {
-                let drawn = self.draw_if_due(rng, now_ms);
-                let joined = self.join(request, now_ms, rng)?;
-                // A join that keeps its place is a sighting of its holder (QM-345).
-                if joined.record.is_none() && joined.place.bound {
-                    self.see(joined.place.ticket, now_ms);
-                }
-                let records = drawn.into_iter().chain(joined.record).collect();
-                (Outcome::Place(joined.place), records)
-            }
             Command::SetState(state) => (Outcome::Changed, vec![self.set_state(*state, now_ms)]),
             Command::SetRate(rate) => {
                 let rate = check_rate(u64::from(*rate))?;
@@ -164,20 +204,16 @@ impl Room {
                 let passed = self.tick(now_ms);
                 (Outcome::Ticked, drawn.into_iter().chain(passed).collect())
             }
-        };
-        Ok(Executed { outcome, records })
+        })
     }
 
     /// Creates the room (a new id, or a new generation of a deleted one, continuing its seq)
     /// or merges `body` into the live configuration.
-    fn put(&mut self, body: &Value, now_ms: i64) -> Result<Executed, ApiError> {
+    fn put(&mut self, body: &Value, now_ms: i64) -> Result<(Outcome, Vec<EventRecord>), ApiError> {
         if self.is_live() {
             let config = RoomConfig::apply_patch(Some(self.config()), body, now_ms)?;
             let record = self.update(config, now_ms);
-            return Ok(Executed {
-                outcome: Outcome::Put { created: false },
-                records: vec![record],
-            });
+            return Ok((Outcome::Put { created: false }, vec![record]));
         }
         let config = RoomConfig::apply_patch(None, body, now_ms)?;
         // A new generation also across restarts of the diskless store: unix seconds only grow,
@@ -185,9 +221,6 @@ impl Room {
         let generation = (self.generation + 1).max((now_ms / 1000).max(0) as u64);
         let (room, record) = Room::create(config, generation, self.seq, now_ms);
         *self = room;
-        Ok(Executed {
-            outcome: Outcome::Put { created: true },
-            records: vec![record],
-        })
+        Ok((Outcome::Put { created: true }, vec![record]))
     }
 }

@@ -8,7 +8,7 @@ use rand::rngs::StdRng;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::domain::{Claim, ClaimedPlace, PlaceAnswer};
+use crate::domain::{Claim, ClaimedPlace, Command, PlaceAnswer};
 
 const T0: i64 = 1_700_000_000_000;
 const OPENS: i64 = T0 + 60_000;
@@ -317,4 +317,26 @@ proptest! {
             last_round = round;
         }
     }
+}
+
+/// The doors opened on a pre-queue and the first join after them is refused (its address is
+/// over `queueMaxPerIp` once the draw gave it a ticket): the draw still lands, as a store must
+/// record it, and the refusal stands.
+#[test]
+fn a_join_refused_after_the_doors_open_still_lands_the_draw() {
+    let (mut room, mut records) = drop_room(json!({"queueMaxPerIp": 1}));
+    pre_join(&mut room, &mut records, &visitor("a", "10.0.0.1"));
+    let late = Command::Join(visitor("b", "10.0.0.1"));
+    let executed = room.execute(&late, OPENS + 1, &mut rand::rng());
+    assert_eq!(
+        executed.outcome.expect_err("over the cap").code,
+        ErrorCode::QueueIdentityLimit
+    );
+    assert!(
+        matches!(executed.records.as_slice(), [record] if matches!(record.event, RoomEvent::Drawn { .. })),
+        "the draw is recorded: {:?}",
+        executed.records
+    );
+    records.extend(executed.records);
+    assert_eq!(Room::replay(&records).expect("replays"), room);
 }

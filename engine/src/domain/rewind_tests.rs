@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::super::{Command, JoinRequest, Room};
+use super::super::{Command, EventRecord, JoinRequest, Room};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -24,6 +24,13 @@ fn request(identity: u8, holder: bool) -> JoinRequest {
     }
 }
 
+/// Runs a command that must succeed; answers its records.
+fn run(room: &mut Room, command: Command, at_ms: i64) -> Vec<EventRecord> {
+    let executed = room.execute(&command, at_ms, &mut rand::rng());
+    executed.outcome.expect("the command succeeds");
+    executed.records
+}
+
 /// A room with `before` joins, some flushed and one ejected, so the line has a head and a hole.
 fn room(scheduled: bool, before: &[(u8, bool)]) -> Room {
     let mut room = Room::unborn("r");
@@ -32,8 +39,7 @@ fn room(scheduled: bool, before: &[(u8, bool)]) -> Room {
     if scheduled {
         body["opensAt"] = json!(T0 + 3_600_000);
     }
-    room.execute(&Command::Put(body), T0, &mut rand::rng())
-        .expect("create");
+    run(&mut room, Command::Put(body), T0);
     for (identity, holder) in before {
         let _ = room.execute(
             &Command::Join(request(*identity, *holder)),
@@ -42,10 +48,8 @@ fn room(scheduled: bool, before: &[(u8, bool)]) -> Room {
         );
     }
     if !scheduled && room.waiting() > 3 {
-        room.execute(&Command::Flush(1), T0, &mut rand::rng())
-            .expect("flush");
-        room.execute(&Command::Eject(3), T0, &mut rand::rng())
-            .expect("eject");
+        run(&mut room, Command::Flush(1), T0);
+        run(&mut room, Command::Eject(3), T0);
     }
     room
 }
@@ -63,9 +67,8 @@ proptest! {
         let mut records = Vec::new();
         for (identity, holder) in batch {
             // Refusals (an identity over its cap) record nothing and change nothing.
-            if let Ok(executed) = room.execute(&Command::Join(request(identity, holder)), T0 + 5, &mut rand::rng()) {
-                records.extend(executed.records);
-            }
+            let join = Command::Join(request(identity, holder));
+            records.extend(room.execute(&join, T0 + 5, &mut rand::rng()).records);
         }
         prop_assert!(room.rewind(&mark, &records));
         prop_assert_eq!(room, original);
@@ -77,15 +80,8 @@ fn a_batch_with_any_other_change_is_not_rewound() {
     let mut room = room(false, &[(1, true), (2, true)]);
     let before = room.clone();
     let mark = room.mark();
-    let mut records = room
-        .execute(&Command::Join(request(3, true)), T0 + 5, &mut rand::rng())
-        .expect("join")
-        .records;
-    records.extend(
-        room.execute(&Command::Flush(1), T0 + 5, &mut rand::rng())
-            .expect("flush")
-            .records,
-    );
+    let mut records = run(&mut room, Command::Join(request(3, true)), T0 + 5);
+    records.extend(run(&mut room, Command::Flush(1), T0 + 5));
     let after = room.clone();
     assert!(!room.rewind(&mark, &records));
     assert_eq!(room, after, "a refused rewind changes nothing");
@@ -96,12 +92,8 @@ fn a_batch_with_any_other_change_is_not_rewound() {
 fn records_that_do_not_follow_the_mark_are_not_rewound() {
     let mut room = room(false, &[(1, true)]);
     let mark = room.mark();
-    let first = room
-        .execute(&Command::Join(request(2, true)), T0 + 5, &mut rand::rng())
-        .expect("join")
-        .records;
-    room.execute(&Command::Join(request(3, true)), T0 + 5, &mut rand::rng())
-        .expect("join");
+    let first = run(&mut room, Command::Join(request(2, true)), T0 + 5);
+    run(&mut room, Command::Join(request(3, true)), T0 + 5);
     // Only one of the two joins since the mark is offered back.
     assert!(!room.rewind(&mark, &first));
 }

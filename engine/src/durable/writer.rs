@@ -130,11 +130,7 @@ impl Writer {
     }
 
     /// Runs a batch on the live copy: where it started, and each command's result.
-    fn execute(
-        &self,
-        batch: &[Queued],
-        environment: &Environment,
-    ) -> (Mark, Vec<Result<Executed, ApiError>>) {
+    fn execute(&self, batch: &[Queued], environment: &Environment) -> (Mark, Vec<Executed>) {
         let mut live = self.live();
         let mark = live.mark();
         let mut rng = environment.rng();
@@ -159,10 +155,10 @@ impl Writer {
     }
 }
 
-/// Answers every command of a batch with its own result, or all with `refusal`.
-fn answer(batch: Vec<Queued>, results: Vec<Result<Executed, ApiError>>) {
-    for (queued, result) in batch.into_iter().zip(results) {
-        let _ = queued.answer.send(result.map(|executed| executed.outcome));
+/// Answers every command of a batch with its own outcome.
+fn answer(batch: Vec<Queued>, results: Vec<Executed>) {
+    for (queued, executed) in batch.into_iter().zip(results) {
+        let _ = queued.answer.send(executed.outcome);
     }
 }
 
@@ -231,7 +227,6 @@ impl Shared {
             let (mark, results) = slot.extra.execute(&batch, &self.environment);
             let records: Vec<EventRecord> = results
                 .iter()
-                .flatten()
                 .flat_map(|executed| executed.records.iter().cloned())
                 .collect();
             if records.is_empty() {
@@ -282,7 +277,7 @@ impl Shared {
         room_id: &str,
         records: Vec<EventRecord>,
         batch: Vec<Queued>,
-        results: Vec<Result<Executed, ApiError>>,
+        results: Vec<Executed>,
     ) {
         let Some(committer) = self.committer.get() else {
             return refuse(batch, &unavailable("the engine is starting"));
