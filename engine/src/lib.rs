@@ -11,6 +11,7 @@
 //! listener until the shutdown future resolves, then ends Watch streams, stops the ticker and
 //! drains within `SHUTDOWN_DRAIN_SEC`.
 
+mod credential;
 pub mod domain;
 pub mod durable;
 mod environment;
@@ -31,10 +32,11 @@ use std::time::Duration;
 
 use qm_core::config::{Config, StoreKind};
 use qm_proto::engine::engine_server::EngineServer;
+use secrecy::ExposeSecret;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Identity, Server, ServerTlsConfig};
 use tonic_health::ServingStatus;
 
 pub use durable::{DurableOptions, DurableStore};
@@ -43,6 +45,7 @@ pub use memory::MemoryStore;
 pub use notify::{MailerConfigError, Notifier};
 pub use store::Store;
 
+use crate::credential::RequireCredential;
 use crate::service::EngineService;
 use crate::shutdown::stopped;
 
@@ -55,6 +58,12 @@ pub enum EngineError {
     Server(#[from] tonic::transport::Error),
     #[error("turn notifications: {0}")]
     Notify(#[from] MailerConfigError),
+    #[error("{variable}: cannot read {path}: {error}")]
+    TlsFile {
+        variable: &'static str,
+        path: String,
+        error: std::io::Error,
+    },
 }
 
 /// A configured engine, ready to serve.
@@ -63,6 +72,29 @@ pub struct EngineApp {
     store: Arc<dyn Store>,
     /// Turn notifications (EMAIL_NOTIFY); `None` when off.
     notifier: Option<Arc<Notifier>>,
+    /// ENGINE_TLS_CERT and ENGINE_TLS_KEY, read: the port serves TLS with them.
+    tls: Option<ServerTlsConfig>,
+}
+
+/// Reads one of the engine's TLS files, naming its variable when it cannot.
+fn read_tls_file(variable: &'static str, path: &str) -> Result<Vec<u8>, EngineError> {
+    std::fs::read(path).map_err(|error| EngineError::TlsFile {
+        variable,
+        path: path.to_owned(),
+        error,
+    })
+}
+
+/// The port's TLS, when configured: read now so a bad path stops start-up.
+fn server_tls(config: &Config) -> Result<Option<ServerTlsConfig>, EngineError> {
+    let Some(files) = &config.engine_tls.server else {
+        return Ok(None);
+    };
+    let cert = read_tls_file("ENGINE_TLS_CERT", &files.cert)?;
+    let key = read_tls_file("ENGINE_TLS_KEY", &files.key)?;
+    Ok(Some(
+        ServerTlsConfig::new().identity(Identity::from_pem(cert, key)),
+    ))
 }
 
 impl EngineApp {
@@ -77,6 +109,7 @@ impl EngineApp {
                 (Arc::new(durable), Some(pool))
             }
         };
+        let tls = server_tls(&config)?;
         let notifier = match config.email_notify {
             true => Some(Arc::new(Notifier::new(&config, store.clone(), pg_pool)?)),
             false => None,
@@ -85,6 +118,7 @@ impl EngineApp {
             config,
             store,
             notifier,
+            tls,
         })
     }
 
@@ -134,14 +168,19 @@ impl EngineApp {
         });
 
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let engine = EngineServer::new(
+        let engine = EngineServer::with_interceptor(
             EngineService::new(self.store.clone(), self.config.prequeue_max, stop.clone())
                 .with_notifier(self.notifier.clone())
                 .with_history(history)
                 .with_keyring(&self.config.keyring()),
+            RequireCredential::new(self.config.engine_credential().expose_secret()),
         );
         let mut server_stop = stop.clone();
-        let server = Server::builder()
+        let mut builder = Server::builder();
+        if let Some(tls) = self.tls.clone() {
+            builder = builder.tls_config(tls)?;
+        }
+        let server = builder
             .add_service(health_service)
             .add_service(engine)
             .serve_with_incoming_shutdown(incoming, async move { stopped(&mut server_stop).await });

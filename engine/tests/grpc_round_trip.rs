@@ -1,7 +1,6 @@
 //! The engine over real gRPC: start `EngineApp` on an ephemeral port, talk to it with the shared
 //! client, and stop it through its shutdown future.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,14 +8,17 @@ use qm_core::config::Config;
 use qm_core::{ApiError, ErrorCode};
 use qm_engine::{EngineApp, EngineError};
 use qm_proto::engine::{claim, place_reply};
-use qm_proto::{Claim, JoinRequest, PutRoomRequest, RoomRef, StatusRequest, WatchRequest};
+use qm_proto::{
+    Claim, EngineClient, EngineTarget, JoinRequest, PutRoomRequest, RoomRef, StatusRequest,
+    WatchRequest,
+};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 struct RunningEngine {
-    addr: SocketAddr,
+    target: EngineTarget,
     stop: oneshot::Sender<()>,
     task: JoinHandle<Result<(), EngineError>>,
 }
@@ -25,12 +27,21 @@ async fn spawn_engine() -> RunningEngine {
     let config = Arc::new(Config::defaults());
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
-    let engine = EngineApp::new(config).await.expect("memory engine builds");
+    let engine = EngineApp::new(config.clone())
+        .await
+        .expect("memory engine builds");
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(engine.run(listener, async move {
         let _ = stopped.await;
     }));
-    RunningEngine { addr, stop, task }
+    let target = EngineTarget::from_config_at(&config, addr).expect("reachable");
+    RunningEngine { target, stop, task }
+}
+
+impl RunningEngine {
+    fn client(&self) -> EngineClient {
+        self.target.client()
+    }
 }
 
 fn ticket_claim(generation: u64, ticket: u64) -> Claim {
@@ -43,8 +54,8 @@ fn ticket_claim(generation: u64, ticket: u64) -> Claim {
 #[tokio::test]
 async fn join_status_and_watch_over_grpc() {
     let engine = spawn_engine().await;
-    let mut client = qm_proto::connect_lazy(engine.addr);
-    qm_proto::client::engine_ready(qm_proto::client::channel_lazy(engine.addr))
+    let mut client = engine.client();
+    qm_proto::client::engine_ready(engine.target.health_channel())
         .await
         .expect("health says serving");
 
@@ -156,7 +167,7 @@ async fn join_status_and_watch_over_grpc() {
 #[tokio::test]
 async fn the_ticker_admits_on_whole_seconds() {
     let engine = spawn_engine().await;
-    let mut client = qm_proto::connect_lazy(engine.addr);
+    let mut client = engine.client();
     let body =
         json!({"id": "flow", "targetUrl": "https://shop.example.com/", "ratePerMinute": 600});
     client

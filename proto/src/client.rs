@@ -1,37 +1,146 @@
 //! The one engine client the gateway and the admin process share. In `qm all` it still goes
 //! through tonic over loopback, so every deployment exercises the same path.
+//!
+//! Every call carries the engine credential (`authorization: Bearer <hex SHA-256 of the
+//! token>`, see [`wire_credential`]); the engine refuses a call without it before any handler
+//! runs. With `ENGINE_TLS_CA` the connection is TLS, verified against that CA.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use qm_core::config::Config;
+use secrecy::ExposeSecret;
+use sha2::{Digest, Sha256};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
+use tonic::{Request, Status};
 
-/// Generated client over a lazily connecting channel: cheap to clone, reconnects by itself.
-pub type EngineClient = crate::engine::engine_client::EngineClient<Channel>;
+/// Generated client over a lazily connecting channel that adds the credential to every call:
+/// cheap to clone, reconnects by itself.
+pub type EngineClient =
+    crate::engine::engine_client::EngineClient<InterceptedService<Channel, Credential>>;
 
 /// How long one engine call may take before the edge answers 503 instead of hanging.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A client for the engine at `addr`. It does not connect until the first call, so a gateway
-/// can start before its engine and report itself not ready until the engine answers.
-pub fn connect_lazy(addr: SocketAddr) -> EngineClient {
-    let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-        .expect("a socket address is a valid uri")
-        .connect_timeout(Duration::from_secs(2))
-        .timeout(CALL_TIMEOUT)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_while_idle(true);
-    crate::engine::engine_client::EngineClient::new(endpoint.connect_lazy())
+/// The metadata value a call presents for `token`: `Bearer` and the token's SHA-256 in hex, so
+/// the token itself never crosses the wire and any characters it holds are fine.
+pub fn wire_credential(token: &str) -> String {
+    format!("Bearer {}", hex::encode(Sha256::digest(token.as_bytes())))
 }
 
-/// Channel for side services on the same endpoint (gRPC health checking).
-pub fn channel_lazy(addr: SocketAddr) -> Channel {
-    Endpoint::from_shared(format!("http://{addr}"))
-        .expect("a socket address is a valid uri")
+/// Adds the engine credential to a call.
+#[derive(Clone)]
+pub struct Credential(MetadataValue<Ascii>);
+
+impl Interceptor for Credential {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+/// Why the engine cannot be reached as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("ENGINE_TLS_CA: cannot read {path}: {error}")]
+    Ca { path: String, error: std::io::Error },
+    #[error("ENGINE_TLS_CA: {0}")]
+    Tls(#[from] tonic::transport::Error),
+}
+
+/// Where the engine is and how to reach it.
+#[derive(Clone)]
+pub struct EngineTarget {
+    addr: SocketAddr,
+    credential: Credential,
+    /// Calls: bounded by [`CALL_TIMEOUT`].
+    calls: Endpoint,
+    /// Readiness probes: a short timeout, no credential.
+    probes: Endpoint,
+}
+
+/// An endpoint for `addr` with the given scheme and call timeout.
+fn endpoint(scheme: &str, addr: SocketAddr, timeout: Duration) -> Endpoint {
+    Endpoint::from_shared(format!("{scheme}://{addr}"))
+        .expect("a socket address makes a valid uri")
         .connect_timeout(Duration::from_secs(2))
-        .timeout(Duration::from_secs(2))
-        .connect_lazy()
+        .timeout(timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_while_idle(true)
+}
+
+impl EngineTarget {
+    /// The engine at `addr`, over plain gRPC, presenting `token`.
+    pub fn new(addr: SocketAddr, token: &str) -> EngineTarget {
+        let credential = MetadataValue::try_from(wire_credential(token))
+            .expect("Bearer and hex are visible ASCII");
+        EngineTarget {
+            addr,
+            credential: Credential(credential),
+            calls: endpoint("http", addr, CALL_TIMEOUT),
+            probes: endpoint("http", addr, Duration::from_secs(2)),
+        }
+    }
+
+    /// The engine as the configuration names it: ENGINE_ADDR, the engine credential, and TLS
+    /// when ENGINE_TLS_CA is set (the CA file is read now, so a bad path stops start-up).
+    pub fn from_config(config: &Config) -> Result<EngineTarget, TargetError> {
+        EngineTarget::from_config_at(config, config.engine_addr)
+    }
+
+    /// [`EngineTarget::from_config`] for an engine at `addr` (the address a listener actually
+    /// bound, or a test's engine elsewhere).
+    pub fn from_config_at(config: &Config, addr: SocketAddr) -> Result<EngineTarget, TargetError> {
+        let target = EngineTarget::new(addr, config.engine_credential().expose_secret());
+        let Some(path) = &config.engine_tls.ca else {
+            return Ok(target);
+        };
+        let ca = std::fs::read(path).map_err(|error| TargetError::Ca {
+            path: path.clone(),
+            error,
+        })?;
+        let domain = config
+            .engine_tls
+            .domain
+            .clone()
+            .unwrap_or_else(|| addr.ip().to_string());
+        target.with_tls(&ca, &domain)
+    }
+
+    /// Reaches the engine over TLS, trusting the PEM CA `ca` and expecting `domain` on its
+    /// certificate.
+    pub fn with_tls(mut self, ca: &[u8], domain: &str) -> Result<EngineTarget, TargetError> {
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(ca))
+            .domain_name(domain);
+        self.calls = endpoint("https", self.addr, CALL_TIMEOUT).tls_config(tls.clone())?;
+        self.probes = endpoint("https", self.addr, Duration::from_secs(2)).tls_config(tls)?;
+        Ok(self)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A client that does not connect until the first call, so a gateway can start before its
+    /// engine and report itself not ready until the engine answers.
+    pub fn client(&self) -> EngineClient {
+        crate::engine::engine_client::EngineClient::with_interceptor(
+            self.calls.connect_lazy(),
+            self.credential.clone(),
+        )
+    }
+
+    /// Channel for the gRPC health service (readiness), which asks no credential.
+    pub fn health_channel(&self) -> Channel {
+        self.probes.connect_lazy()
+    }
 }
 
 /// Whether the engine answers the standard gRPC health check as SERVING. The error says what

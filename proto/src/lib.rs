@@ -28,7 +28,7 @@ impl RoomView {
 }
 
 pub mod client;
-pub use client::{EngineClient, connect_lazy};
+pub use client::{EngineClient, EngineTarget};
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,7 @@ use qm_core::config::Config;
 use qm_core::shutdown::Shutdown;
 use qm_engine::{EngineApp, EngineError};
 use qm_gateway::GatewayApp;
+use qm_proto::client::{EngineTarget, TargetError};
 use tokio::net::TcpListener;
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 
@@ -32,6 +33,8 @@ pub enum RunError {
     Panicked(&'static str),
     #[error("engine listener: {0}")]
     EngineListener(std::io::Error),
+    #[error("reaching the engine: {0}")]
+    EngineTarget(#[from] TargetError),
 }
 
 /// Where the engine the edges talk to is.
@@ -73,20 +76,13 @@ impl Components {
             }
             EngineSite::Remote(addr) => (addr, None),
         };
+        let target = EngineTarget::from_config_at(&config, engine_addr)?;
         let gateway = listeners.gateway.map(|listener| {
-            let app = GatewayApp::new(
-                config.clone(),
-                qm_proto::connect_lazy(engine_addr),
-                qm_proto::client::channel_lazy(engine_addr),
-            );
+            let app = GatewayApp::new(config.clone(), target.client(), target.health_channel());
             (app, listener)
         });
         let admin = listeners.admin.map(|listener| {
-            let app = AdminApp::new(
-                config.clone(),
-                qm_proto::connect_lazy(engine_addr),
-                qm_proto::client::channel_lazy(engine_addr),
-            );
+            let app = AdminApp::new(config.clone(), target.client(), target.health_channel());
             (app, listener)
         });
         Ok(Components {

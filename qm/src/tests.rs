@@ -33,7 +33,9 @@ async fn edges_drain_before_the_engine_stops() {
     let engine_addr = components.engine_addr();
     let shutdown = Shutdown::new();
     let running = tokio::spawn(components.run(shutdown.clone()));
-    let health = qm_proto::client::channel_lazy(engine_addr);
+    let health = qm_proto::EngineTarget::from_config_at(&config(), engine_addr)
+        .expect("reachable")
+        .health_channel();
     let mut ready = false;
     for _ in 0..100 {
         let answered = reqwest::get(format!("http://{gateway_addr}/healthz")).await;

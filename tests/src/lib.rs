@@ -261,6 +261,13 @@ impl Reply {
 impl TestApp {
     /// Waits until both HTTP processes report ready.
     /// Waits until the gateway and the admin process both answer /healthz 200.
+    /// A gRPC client of this app's engine, presenting the configured credential.
+    pub fn engine(&self) -> qm_proto::EngineClient {
+        qm_proto::EngineTarget::from_config_at(&self.config, self.engine_addr)
+            .expect("the test engine is reachable as configured")
+            .client()
+    }
+
     pub async fn wait_ready(&self) {
         for _ in 0..200 {
             let gateway = self.get(&format!("{}/healthz", self.gateway)).await.status;

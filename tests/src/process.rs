@@ -79,7 +79,8 @@ impl EngineProcess {
     pub async fn wait_serving(&mut self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let channel = qm_proto::client::channel_lazy(self.addr);
+            // The health service asks no credential.
+            let channel = qm_proto::EngineTarget::new(self.addr, "").health_channel();
             if qm_proto::client::engine_ready(channel).await.is_ok() {
                 return;
             }

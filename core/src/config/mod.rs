@@ -115,6 +115,10 @@ pub struct Config {
     pub admin_addr: SocketAddr,
     /// Engine gRPC address (ENGINE_ADDR): where the engine listens and the others connect.
     pub engine_addr: SocketAddr,
+    /// ENGINE_TOKEN: the credential every engine call carries; `None` derives it from SECRET.
+    engine_token: Option<SecretString>,
+    /// TLS of the engine's port (ENGINE_TLS_*): plain gRPC when unset.
+    pub engine_tls: EngineTls,
     pub store: StoreKind,
     /// Valkey of the durable store (VALKEY_URL); its password is withheld from health.
     pub valkey_url: String,
@@ -160,7 +164,44 @@ pub struct Config {
     rust_log: Option<String>,
 }
 
+/// The files of the engine port's TLS, as configured (read when the processes start).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineTls {
+    /// ENGINE_TLS_CERT and ENGINE_TLS_KEY: the engine serves TLS with this certificate chain
+    /// and key (PEM files).
+    pub server: Option<CertAndKey>,
+    /// ENGINE_TLS_CA: the gateway and admin reach the engine over TLS, trusting this CA (PEM).
+    pub ca: Option<String>,
+    /// ENGINE_TLS_DOMAIN: the name the engine's certificate must carry (else ENGINE_ADDR's host).
+    pub domain: Option<String>,
+}
+
+/// A certificate chain and its private key, as PEM file paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertAndKey {
+    pub cert: String,
+    pub key: String,
+}
+
+/// HKDF info of the engine credential derived from SECRET.
+pub const ENGINE_TOKEN_INFO: &[u8] = b"qm:engine-token";
+
 impl Config {
+    /// The credential every call to the engine carries, and the one the engine demands:
+    /// ENGINE_TOKEN, else HKDF(SECRET, `qm:engine-token`) in hex. Never log it.
+    pub fn engine_credential(&self) -> SecretString {
+        if let Some(token) = &self.engine_token {
+            return token.clone();
+        }
+        let key = self
+            .keyring()
+            .derived_keys(ENGINE_TOKEN_INFO)
+            .first()
+            .copied()
+            .unwrap_or_default();
+        SecretString::from(hex::encode(key))
+    }
+
     /// SMTP_URL as configured (it may hold a password: never log it).
     pub fn smtp_url(&self) -> Option<&SecretString> {
         self.smtp_url.as_ref()

@@ -8,7 +8,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use secrecy::SecretString;
 
 use super::values::Values;
-use super::{Config, ConfigError, ConfigSource, DEFAULT_ADMIN_KEY, StoreKind, invalid};
+use super::{
+    CertAndKey, Config, ConfigError, ConfigSource, DEFAULT_ADMIN_KEY, EngineTls, StoreKind, invalid,
+};
 
 impl Config {
     /// Reads and validates every variable.
@@ -71,6 +73,10 @@ impl Config {
             None => crate::ids::new_session_id(),
         };
 
+        let engine_token = values.text("ENGINE_TOKEN")?;
+        check_engine_reach(engine_addr, secret_is_configured || engine_token.is_some())?;
+        let engine_tls = engine_tls(&mut values)?;
+
         let email_notify = values.flag("EMAIL_NOTIFY")?;
         let smtp_url = values.text("SMTP_URL")?;
         if email_notify && smtp_url.is_none() {
@@ -85,6 +91,8 @@ impl Config {
             gateway_addr: SocketAddr::new(host, port),
             admin_addr: SocketAddr::new(admin_host, admin_port),
             engine_addr,
+            engine_token: engine_token.map(SecretString::from),
+            engine_tls,
             store,
             valkey_url,
             database_url,
@@ -136,6 +144,42 @@ fn check_reach(var: &'static str, ip: IpAddr, default_key: bool) -> Result<(), C
         ));
     }
     Ok(())
+}
+
+/// An engine port beyond loopback must demand a credential the other processes can share: one
+/// derived from a random per-boot SECRET would lock every gateway out, so the setting is
+/// refused rather than left open or broken.
+fn check_engine_reach(addr: SocketAddr, shared_credential: bool) -> Result<(), ConfigError> {
+    if addr.ip().is_loopback() || shared_credential {
+        return Ok(());
+    }
+    Err(invalid(
+        "ENGINE_ADDR",
+        format!(
+            "{addr} is not loopback, and the engine's credential would be random per boot; set SECRET (or ENGINE_TOKEN) to the same value on every process to open the engine port beyond this machine"
+        ),
+    ))
+}
+
+/// ENGINE_TLS_CERT and ENGINE_TLS_KEY go together; the client side takes a CA and a name.
+fn engine_tls(values: &mut Values) -> Result<EngineTls, ConfigError> {
+    let cert = values.text("ENGINE_TLS_CERT")?;
+    let key = values.text("ENGINE_TLS_KEY")?;
+    let server = match (cert, key) {
+        (Some(cert), Some(key)) => Some(CertAndKey { cert, key }),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(invalid("ENGINE_TLS_KEY", "required with ENGINE_TLS_CERT"));
+        }
+        (None, Some(_)) => {
+            return Err(invalid("ENGINE_TLS_CERT", "required with ENGINE_TLS_KEY"));
+        }
+    };
+    Ok(EngineTls {
+        server,
+        ca: values.text("ENGINE_TLS_CA")?,
+        domain: values.text("ENGINE_TLS_DOMAIN")?,
+    })
 }
 
 /// The journal goes with the durable store: `STORE=valkey SIDESTORE=pg`, or neither.

@@ -182,6 +182,58 @@ pub static VARIABLES: &[Variable] = &[
         warning: None,
     },
     Variable {
+        name: "ENGINE_TOKEN",
+        default: Fallback::Described("derived from SECRET"),
+        rule: Rule::MinLength(16),
+        secret: true,
+        read_by: Process::ALL,
+        shown: Shown::Withheld {
+            is_set: |config| config.engine_token.is_some(),
+            unset: "derived from SECRET",
+        },
+        warning: None,
+    },
+    Variable {
+        name: "ENGINE_TLS_CERT",
+        default: Fallback::Described("unset (plain gRPC)"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: &[Engine],
+        shown: Shown::Value(|config| {
+            json!(config.engine_tls.server.as_ref().map(|pair| &pair.cert))
+        }),
+        warning: None,
+    },
+    Variable {
+        name: "ENGINE_TLS_KEY",
+        default: Fallback::Described("unset (plain gRPC)"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: &[Engine],
+        shown: Shown::Value(|config| {
+            json!(config.engine_tls.server.as_ref().map(|pair| &pair.key))
+        }),
+        warning: None,
+    },
+    Variable {
+        name: "ENGINE_TLS_CA",
+        default: Fallback::Described("unset (plain gRPC)"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.engine_tls.ca)),
+        warning: None,
+    },
+    Variable {
+        name: "ENGINE_TLS_DOMAIN",
+        default: Fallback::Described("the host of ENGINE_ADDR"),
+        rule: Rule::Text,
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.engine_tls.domain)),
+        warning: None,
+    },
+    Variable {
         name: "STORE",
         default: Fallback::Value("memory"),
         rule: Rule::OneOf(&["memory", "valkey"]),

@@ -38,11 +38,8 @@ pub(crate) async fn spawn_gateway(overrides: &[(&str, &str)]) -> TestGateway {
         env.insert((*key).to_owned(), (*value).to_owned());
     }
     let config = Arc::new(Config::from_source(&env).expect("valid test config"));
-    let app = qm_gateway::GatewayApp::new(
-        config,
-        qm_proto::connect_lazy(engine_addr),
-        qm_proto::client::channel_lazy(engine_addr),
-    );
+    let target = qm_proto::EngineTarget::from_config_at(&config, engine_addr).unwrap();
+    let app = qm_gateway::GatewayApp::new(config, target.client(), target.health_channel());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let stop = Shutdown::new();

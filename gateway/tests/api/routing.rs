@@ -107,11 +107,9 @@ async fn readiness_follows_the_engine() {
     let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let dead_addr = dead.local_addr().unwrap();
     drop(dead);
-    let app = qm_gateway::GatewayApp::new(
-        Arc::new(Config::defaults()),
-        qm_proto::connect_lazy(dead_addr),
-        qm_proto::client::channel_lazy(dead_addr),
-    );
+    let config = Arc::new(Config::defaults());
+    let target = qm_proto::EngineTarget::from_config_at(&config, dead_addr).unwrap();
+    let app = qm_gateway::GatewayApp::new(config, target.client(), target.health_channel());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(app.run(listener, std::future::pending()));

@@ -29,16 +29,10 @@ async fn without_an_engine_the_edge_is_not_ready_and_says_why() {
     let dead_addr = dead.local_addr().unwrap();
     drop(dead);
     let config = Arc::new(qm_core::config::Config::defaults());
-    let gateway = qm_gateway::GatewayApp::new(
-        config.clone(),
-        qm_proto::connect_lazy(dead_addr),
-        qm_proto::client::channel_lazy(dead_addr),
-    );
-    let admin = qm_admin::AdminApp::new(
-        config,
-        qm_proto::connect_lazy(dead_addr),
-        qm_proto::client::channel_lazy(dead_addr),
-    );
+    let target = qm_proto::EngineTarget::from_config_at(&config, dead_addr).unwrap();
+    let gateway =
+        qm_gateway::GatewayApp::new(config.clone(), target.client(), target.health_channel());
+    let admin = qm_admin::AdminApp::new(config, target.client(), target.health_channel());
     let gateway_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gateway_url = format!("http://{}", gateway_listener.local_addr().unwrap());

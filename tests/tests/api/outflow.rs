@@ -11,7 +11,7 @@ use tokio_stream::StreamExt;
 
 /// Records every view of `room_id` for `duration`.
 async fn record_views(app: &TestApp, room_id: &str, duration: Duration) -> Vec<RoomView> {
-    let mut engine = qm_proto::connect_lazy(app.engine_addr);
+    let mut engine = app.engine();
     let mut stream = engine
         .watch(WatchRequest {
             room_id: room_id.to_owned(),
@@ -77,9 +77,8 @@ async fn a_rate_change_mid_surge_takes_effect_on_the_next_slice() {
     fill(&app, "surge", 600).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let watcher = {
-        let engine_addr = app.engine_addr;
+        let mut engine = app.engine();
         tokio::spawn(async move {
-            let mut engine = qm_proto::connect_lazy(engine_addr);
             let mut stream = engine
                 .watch(WatchRequest {
                     room_id: "surge".into(),

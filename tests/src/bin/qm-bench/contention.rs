@@ -25,7 +25,7 @@ struct Landings {
 }
 
 async fn landings(app: &TestApp) -> anyhow::Result<Landings> {
-    let mut engine = qm_proto::connect_lazy(app.engine_addr);
+    let mut engine = app.engine();
     let stats = engine.stats(StatsRequest {}).await?.into_inner();
     Ok(Landings {
         landed_or_refused: stats.landings,
