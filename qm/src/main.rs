@@ -78,6 +78,12 @@ async fn main() -> anyhow::Result<()> {
         Command::Migrate => return migrate(&config).await,
         Command::Rebuild { room } => return rebuild(&config, room.as_deref()).await,
     };
+    if target != Target::All && !config.engine_credential_is_shared() {
+        eprintln!(
+            "qm: configuration error: SECRET: a process that runs only part of Queue Manager reaches the others through the engine credential, derived from SECRET or set as ENGINE_TOKEN; set one of them, to the same value on every process"
+        );
+        std::process::exit(2);
+    }
     for warning in config.warnings_for(target.processes()) {
         tracing::warn!(%warning, "configuration");
     }

@@ -192,3 +192,25 @@ fn a_bad_setting_stops_start_up_naming_the_variable() {
         assert!(stderr.contains(var), "{var}={value}: {stderr}");
     }
 }
+
+/// Runs `qm <target>` with only `env` set and checks it refuses to start, naming `named`.
+fn refuses_to_start(target: &str, env: &[(&str, &str)], named: &str) {
+    let output = Command::new(env!("CARGO_BIN_EXE_qm"))
+        .arg(target)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .expect("qm runs");
+    assert_eq!(output.status.code(), Some(2), "qm {target}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(named), "qm {target}: {stderr}");
+}
+
+#[test]
+fn an_engine_credential_no_other_process_can_share_stops_start_up() {
+    // An engine port beyond loopback with a credential derived from a random per-boot SECRET:
+    // open to the network, yet no gateway could ever authenticate to it.
+    refuses_to_start("engine", &[("ENGINE_ADDR", "0.0.0.0:0")], "ENGINE_ADDR");
+    // A lone edge on loopback: its credential would differ from its engine's.
+    refuses_to_start("gateway", &[("HOST", "127.0.0.1"), ("PORT", "0")], "SECRET");
+}

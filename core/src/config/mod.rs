@@ -202,6 +202,13 @@ impl Config {
         SecretString::from(hex::encode(key))
     }
 
+    /// Whether separate processes can share the engine credential: SECRET or ENGINE_TOKEN is
+    /// set. Without either, each process derives its own from a random per-boot secret, which
+    /// only the components of one `qm all` share.
+    pub fn engine_credential_is_shared(&self) -> bool {
+        self.secret_is_configured || self.engine_token.is_some()
+    }
+
     /// SMTP_URL as configured (it may hold a password: never log it).
     pub fn smtp_url(&self) -> Option<&SecretString> {
         self.smtp_url.as_ref()

@@ -101,6 +101,54 @@ fn bad_values_name_their_variable() {
 }
 
 #[test]
+fn an_engine_port_beyond_loopback_needs_a_credential_other_processes_can_share() {
+    let open = config(&[("ENGINE_ADDR", "10.0.0.5:50051")]).unwrap_err();
+    assert_eq!(open.var, "ENGINE_ADDR");
+    assert!(open.to_string().contains("SECRET"), "{open}");
+    for shared in [
+        ("SECRET", "a-secret-of-sixteen-or-more"),
+        ("ENGINE_TOKEN", "an-engine-token-of-16+"),
+    ] {
+        let reachable = config(&[("ENGINE_ADDR", "10.0.0.5:50051"), shared]).expect("valid");
+        assert!(reachable.engine_credential_is_shared());
+    }
+    assert!(!Config::defaults().engine_credential_is_shared());
+}
+
+#[test]
+fn the_engine_credential_is_the_token_or_derived_from_secret() {
+    use secrecy::ExposeSecret;
+    let token = config(&[("ENGINE_TOKEN", "an-engine-token-of-16+")]).unwrap();
+    assert_eq!(
+        token.engine_credential().expose_secret(),
+        "an-engine-token-of-16+"
+    );
+    let secret = [("SECRET", "a-secret-of-sixteen-or-more")];
+    let (one, two) = (config(&secret).unwrap(), config(&secret).unwrap());
+    let derived = one.engine_credential();
+    assert_eq!(
+        derived.expose_secret(),
+        two.engine_credential().expose_secret()
+    );
+    assert_eq!(derived.expose_secret().len(), 64, "hex of 32 bytes");
+    assert!(!derived.expose_secret().contains("a-secret"));
+    let short = config(&[("ENGINE_TOKEN", "short")]).unwrap_err();
+    assert_eq!(short.var, "ENGINE_TOKEN");
+}
+
+#[test]
+fn engine_tls_files_come_in_pairs() {
+    let half = config(&[("ENGINE_TLS_CERT", "/etc/qm/engine.pem")]).unwrap_err();
+    assert!(half.var.starts_with("ENGINE_TLS_"), "{half}");
+    let both = config(&[
+        ("ENGINE_TLS_CERT", "/etc/qm/engine.pem"),
+        ("ENGINE_TLS_KEY", "/etc/qm/engine.key"),
+    ])
+    .unwrap();
+    assert!(both.engine_tls.server.is_some());
+}
+
+#[test]
 fn the_durable_store_needs_its_journal_a_secret_and_urls() {
     let durable = [
         ("STORE", "valkey"),
@@ -353,6 +401,11 @@ fn every_variable_set() -> HashMap<&'static str, &'static str> {
         ("ADMIN_HOST", "::1"),
         ("ADMIN_PORT", "9081"),
         ("ENGINE_ADDR", "localhost:50052"),
+        ("ENGINE_TOKEN", "the-engine-token-value-1"),
+        ("ENGINE_TLS_CERT", "/etc/qm/engine.pem"),
+        ("ENGINE_TLS_KEY", "/etc/qm/engine.key"),
+        ("ENGINE_TLS_CA", "/etc/qm/ca.pem"),
+        ("ENGINE_TLS_DOMAIN", "engine.internal"),
         ("STORE", "valkey"),
         ("SIDESTORE", "pg"),
         ("VALKEY_URL", "redis://:valkey-password-1@valkey:6379"),
