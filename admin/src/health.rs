@@ -13,7 +13,7 @@ use qm_http::AppError;
 
 /// 200 when the engine answers its health check, 503 naming what is missing otherwise.
 pub(crate) async fn healthz(State(state): State<AdminState>) -> (StatusCode, Json<Value>) {
-    let engine = qm_proto::client::engine_ready(state.engine_health.clone()).await;
+    let engine = qm_proto::client::engine_accepts(state.engine_health.clone(), &state.engine).await;
     let ready = engine.is_ok();
     let body = json!({
         "ready": ready,
@@ -34,7 +34,7 @@ pub(crate) async fn admin_health(
     _: Authenticated,
     State(state): State<AdminState>,
 ) -> Result<Json<Value>, AppError> {
-    let engine = qm_proto::client::engine_ready(state.engine_health.clone()).await;
+    let engine = qm_proto::client::engine_accepts(state.engine_health.clone(), &state.engine).await;
     let stats = match &engine {
         Ok(()) => Some(
             state

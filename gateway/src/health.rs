@@ -1,5 +1,5 @@
 //! Readiness: `/healthz` and `/api/health` answer 200 when the engine's gRPC health service says
-//! SERVING and 503 naming what is missing otherwise; `/api/version` is the same payload, always
+//! SERVING and the engine accepts this process's credential, and 503 naming what is missing otherwise; `/api/version` is the same payload, always
 //! 200 (it says which build answers, ready or not).
 
 use axum::Json;
@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::GatewayState;
 
 async fn readiness(state: &GatewayState) -> (bool, Value) {
-    let engine = qm_proto::client::engine_ready(state.engine_health.clone()).await;
+    let engine = qm_proto::client::engine_accepts(state.engine_health.clone(), &state.engine).await;
     let ready = engine.is_ok();
     let body = json!({
         "ready": ready,

@@ -159,3 +159,20 @@ pub async fn engine_ready(channel: Channel) -> Result<(), String> {
         Err(status) => Err(format!("engine unreachable: {}", status.message())),
     }
 }
+
+/// What readiness says when the engine serves but refuses this process's credential.
+pub const CREDENTIAL_REFUSED: &str =
+    "engine refused this process's credential: set the same SECRET (or ENGINE_TOKEN) as the engine";
+
+/// Whether the engine serves (its health check) and accepts this process's credential (one
+/// cheap authenticated call): an edge whose SECRET or ENGINE_TOKEN differs from its engine's
+/// reports itself not ready, instead of looking healthy while every call is refused.
+pub async fn engine_accepts(health: Channel, client: &EngineClient) -> Result<(), String> {
+    engine_ready(health).await?;
+    match client.clone().stats(crate::StatsRequest {}).await {
+        Err(status) if status.code() == tonic::Code::Unauthenticated => {
+            Err(CREDENTIAL_REFUSED.to_owned())
+        }
+        _ => Ok(()),
+    }
+}

@@ -75,3 +75,29 @@ async fn without_an_engine_the_edge_is_not_ready_and_says_why() {
     let body: serde_json::Value = join.json().await.unwrap();
     assert_eq!(body["code"], "engine_unavailable");
 }
+
+#[tokio::test]
+async fn an_edge_whose_credential_the_engine_refuses_is_not_ready_and_says_why() {
+    let app = spawn_app().await;
+    let mut env = qm_tests::test_env();
+    env.insert("SECRET".into(), "another-deployment-secret-0123".into());
+    let stranger = qm_tests::spawn_edge(app.engine_addr, &env).await;
+    for url in [
+        format!("{}/healthz", stranger.gateway),
+        format!("{}/healthz", stranger.admin),
+    ] {
+        let reply = stranger.get(&url).await;
+        assert_eq!(reply.status, 503, "{url}: {}", reply.text);
+        assert_eq!(
+            reply.body["checks"]["engine"],
+            qm_proto::client::CREDENTIAL_REFUSED,
+            "{url}"
+        );
+    }
+    let join = stranger.join("anything", None, None).await;
+    assert_eq!(join.status, 503);
+    assert_eq!(join.code(), "engine_unavailable");
+    // The engine's own edges, with the right credential, are unaffected.
+    let ours = app.get(&format!("{}/healthz", app.gateway)).await;
+    assert_eq!(ours.status, 200);
+}
