@@ -4,6 +4,8 @@
 //! so load balancers and orchestrators can probe readiness.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use subtle::ConstantTimeEq;
 use tonic::service::Interceptor;
@@ -13,6 +15,9 @@ use tonic::{Request, Status};
 #[derive(Clone)]
 pub(crate) struct RequireCredential {
     expected: Arc<[u8]>,
+    /// The second of the last refusal logged: a stranger hammering the port costs one log
+    /// line a second, not one per call.
+    last_logged_sec: Arc<AtomicU64>,
 }
 
 impl RequireCredential {
@@ -21,6 +26,7 @@ impl RequireCredential {
         let expected = qm_proto::client::wire_credential(token).into_bytes();
         RequireCredential {
             expected: expected.into(),
+            last_logged_sec: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -35,8 +41,16 @@ impl Interceptor for RequireCredential {
         if bool::from(presented.ct_eq(&self.expected)) {
             return Ok(request);
         }
-        let peer = request.remote_addr();
-        tracing::warn!(?peer, "engine call refused: missing or wrong credential");
+        let now_sec = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs());
+        if self.last_logged_sec.swap(now_sec, Ordering::Relaxed) != now_sec {
+            let peer = request.remote_addr();
+            tracing::warn!(
+                ?peer,
+                "engine call refused: missing or wrong credential (further refusals this second are not logged)"
+            );
+        }
         Err(Status::unauthenticated(
             "the engine needs its credential (ENGINE_TOKEN, or SECRET shared with the engine)",
         ))
