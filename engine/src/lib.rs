@@ -176,7 +176,11 @@ impl EngineApp {
             RequireCredential::new(self.config.engine_credential().expose_secret()),
         );
         let mut server_stop = stop.clone();
-        let mut builder = Server::builder();
+        // A peer that vanished without closing (a gateway's host lost, a stranger's half-open
+        // connection) is found by keep-alive pings and its connection dropped.
+        let mut builder = Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(20)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(20)));
         if let Some(tls) = self.tls.clone() {
             builder = builder.tls_config(tls)?;
         }
