@@ -39,6 +39,17 @@ pub struct ValkeyOptions {
     pub aof: bool,
 }
 
+/// More of a [`PrivateValkey`]'s configuration, for the fault tests: a configuration file to
+/// start from (e.g. the deployment's `deploy/valkey.conf`) and directives that override
+/// everything else (e.g. `--appendfsync always`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ValkeyExtras {
+    /// Read first, so the test's port, directory and log (and `args`) override it.
+    pub config_file: Option<PathBuf>,
+    /// Directives given after every other one, e.g. `["--appendfsync", "always"]`.
+    pub args: Vec<String>,
+}
+
 /// A `valkey-server` (or `redis-server`) process owned by one test: its own loopback port and
 /// its own data directory under the system temp dir, both gone when this value is dropped.
 #[derive(Debug)]
@@ -47,6 +58,7 @@ pub struct PrivateValkey {
     port: u16,
     dir: PathBuf,
     options: ValkeyOptions,
+    extras: ValkeyExtras,
     child: Option<Child>,
 }
 
@@ -56,6 +68,11 @@ impl PrivateValkey {
     /// Panics if neither `valkey-server` nor `redis-server` is on `PATH`, or if the server
     /// does not come up within 5 s (the panic shows the tail of its log).
     pub async fn start(options: ValkeyOptions) -> PrivateValkey {
+        PrivateValkey::start_with(options, ValkeyExtras::default()).await
+    }
+
+    /// [`start`](Self::start) with a configuration file and overriding directives.
+    pub async fn start_with(options: ValkeyOptions, extras: ValkeyExtras) -> PrivateValkey {
         let binary = find_valkey_binary();
         let dir = std::env::temp_dir().join(format!(
             "qm-valkey-{}-{:016x}",
@@ -70,6 +87,7 @@ impl PrivateValkey {
             port: 0,
             dir,
             options,
+            extras,
             child: None,
         };
         // The free port is released before the server binds it, so another process may take it
@@ -107,6 +125,37 @@ impl PrivateValkey {
     /// The server's private data directory (AOF files and `server.log` live here).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The directory of the multi-part AOF (`appendonlydir` under [`dir`](Self::dir)).
+    pub fn aof_dir(&self) -> PathBuf {
+        self.dir.join("appendonlydir")
+    }
+
+    /// Stalls the server with SIGSTOP: it keeps its connections open and answers nothing
+    /// until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after [`pause`](Self::pause): the server works through what queued meanwhile.
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.pid().expect("the Valkey server is running");
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap_or_else(|error| panic!("run kill -{signal} {pid}: {error}"));
+        assert!(status.success(), "kill -{signal} {pid}: {status}");
     }
 
     /// Kills the server with SIGKILL — no shutdown save, no final fsync — and reaps it.
@@ -165,10 +214,49 @@ impl PrivateValkey {
         assert_eq!(reply, "+OK\r\n", "FLUSHALL on {}", self.url());
     }
 
+    /// Starts sending `CLIENT KILL TYPE normal` every `period` from a connection of its own
+    /// (spared: `SKIPME` is on by default), closing every other ordinary client connection —
+    /// the engine's command connections — until [`ClientKiller::stop`].
+    pub fn kill_clients_every(&self, period: Duration) -> ClientKiller {
+        let addr = self.addr();
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut tally = KillTally::default();
+            let mut stream = TcpStream::connect(addr)
+                .await
+                .unwrap_or_else(|error| panic!("connect to Valkey at {addr}: {error}"));
+            let kill = encode_command(&["CLIENT", "KILL", "TYPE", "normal"]);
+            loop {
+                tokio::select! {
+                    _ = stopped.wait_for(|stop| *stop) => return tally,
+                    () = tokio::time::sleep(period) => {}
+                }
+                stream
+                    .write_all(&kill)
+                    .await
+                    .unwrap_or_else(|error| panic!("CLIENT KILL on {addr}: {error}"));
+                let reply = read_reply(&mut stream)
+                    .await
+                    .unwrap_or_else(|error| panic!("CLIENT KILL on {addr}: {error}"));
+                let killed: u64 = reply
+                    .trim_start_matches(':')
+                    .trim_end()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("CLIENT KILL on {addr} answered {reply:?}"));
+                tally.rounds += 1;
+                tally.killed += killed;
+            }
+        });
+        ClientKiller { stop, task }
+    }
+
     /// Spawns the server on `self.port` and waits for `PING`; on failure the child is killed
     /// and the error carries the log tail.
     async fn spawn_and_wait(&mut self) -> Result<(), String> {
         let mut command = Command::new(&self.binary);
+        if let Some(file) = &self.extras.config_file {
+            command.arg(file);
+        }
         command
             .arg("--port")
             .arg(self.port.to_string())
@@ -184,6 +272,7 @@ impl PrivateValkey {
         } else {
             command.args(["--appendonly", "no"]);
         }
+        command.args(&self.extras.args);
         let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -229,6 +318,30 @@ impl Drop for PrivateValkey {
                 self.dir.display()
             );
         }
+    }
+}
+
+/// How many times a [`ClientKiller`] ran `CLIENT KILL`, and how many connections it closed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KillTally {
+    pub rounds: u64,
+    pub killed: u64,
+}
+
+/// The loop started by [`PrivateValkey::kill_clients_every`].
+#[derive(Debug)]
+pub struct ClientKiller {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<KillTally>,
+}
+
+impl ClientKiller {
+    /// Ends the loop; answers what it did. Panics if the loop itself failed.
+    pub async fn stop(self) -> KillTally {
+        self.stop.send_replace(true);
+        self.task
+            .await
+            .unwrap_or_else(|error| panic!("the CLIENT KILL loop failed: {error}"))
     }
 }
 

@@ -2,11 +2,25 @@
 //! gap-free record of every room's events. A batch commits in one transaction and only for
 //! rooms whose journal it continues exactly (`last_seq = first - 1` under the row lock), so the
 //! journal never holds a gap or a reordering however many engines write to it.
+//!
+//! Commits go through a pool of their own whose connections wait at most [`COMMIT_LOCK_WAIT`]
+//! for a lock: a `rooms` row held by someone else (an operator's open transaction, a stuck
+//! `SELECT ... FOR UPDATE`) fails the commit, and its joins answer 503 `storage_unavailable`
+//! well inside the edge's engine-call timeout, instead of queueing every room's commits behind
+//! the lock for as long as it is held.
 
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{ConnectOptions, Row};
+use sqlx::{ConnectOptions, Executor, Row};
+
+/// Longest a commit waits for a lock (2 s of `lock_timeout` on the commit connections). Well below
+/// the edge's 5 s engine-call timeout, so a locked journal answers 503 `storage_unavailable`
+/// rather than leaving the edge to give up. Only commits have it: a rebuild's or a migration's
+/// wait (another engine migrating) is not a fault.
+const COMMIT_LOCK_WAIT: &str = "SET lock_timeout = '2s'";
+/// Connections of the commit pool: one committer task commits one transaction at a time.
+const COMMIT_CONNECTIONS: u32 = 2;
 
 use crate::domain::EventRecord;
 
@@ -40,6 +54,9 @@ pub struct JournalRoom {
 #[derive(Clone)]
 pub struct Journal {
     pool: PgPool,
+    /// For [`Journal::commit`] only: its connections wait at most [`COMMIT_LOCK_WAIT`] for a
+    /// lock.
+    commits: PgPool,
 }
 
 impl Journal {
@@ -50,8 +67,18 @@ impl Journal {
         let pool = PgPoolOptions::new()
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(2))
+            .connect_lazy_with(options.clone());
+        let commits = PgPoolOptions::new()
+            .max_connections(COMMIT_CONNECTIONS)
+            .acquire_timeout(Duration::from_secs(2))
+            .after_connect(|connection, _| {
+                Box::pin(async move {
+                    connection.execute(COMMIT_LOCK_WAIT).await?;
+                    Ok(())
+                })
+            })
             .connect_lazy_with(options);
-        Ok(Journal { pool })
+        Ok(Journal { pool, commits })
     }
 
     /// The pool, for engine parts that keep tables of their own beside the journal.
@@ -94,7 +121,7 @@ impl Journal {
                  ON CONFLICT (room_id) DO NOTHING",
             )
             .bind(&new_rooms)
-            .execute(&self.pool)
+            .execute(&self.commits)
             .await?;
         }
 
@@ -138,7 +165,7 @@ impl Journal {
         .bind(&ats)
         .bind(&kinds)
         .bind(&payloads)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.commits)
         .await
     }
 
