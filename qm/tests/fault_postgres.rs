@@ -26,6 +26,8 @@ const BETWEEN_FAULTS: Duration = Duration::from_secs(1);
 const POSTGRES_DOWNTIME: Duration = Duration::from_secs(1);
 /// How long the row lock is held.
 const LOCK_HELD: Duration = Duration::from_secs(30);
+/// How long Postgres is stalled by SIGSTOP.
+const STALL: Duration = Duration::from_secs(8);
 /// The longest a join may take while the journal is locked: the edge's engine-call timeout
 /// (5 s, `qm_proto::CALL_TIMEOUT`) and a margin for this small machine.
 const LOCKED_ANSWER_LIMIT: Duration = Duration::from_secs(7);
@@ -140,6 +142,58 @@ async fn journal_row_lock_held_30_s_times_joins_out_and_keeps_the_order() {
             "{} | {} joins sent during the lock; joins back {:.2} s after it was released; \
              another room's joins meanwhile: {other_answers:?}, slowest {other_slowest:?}",
             verdict.row("7 journal row lock held 30 s"),
+            during.len(),
+            run.back_after.as_secs_f64()
+        );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stalled_by_sigstop_answers_503_without_a_hang() {
+    alone_within(TEST_LIMIT, async {
+        let (mut cluster, edge) = start_with(Setup {
+            valkey: ValkeyOptions { aof: true },
+            private_postgres: true,
+            ..Setup::default()
+        })
+        .await;
+        edge.create_still_room(ROOM).await;
+        let postgres = cluster.postgres();
+        let run = burst_around(&edge, ROOM, Plan::SMALL, async {
+            postgres.pause();
+            tokio::time::sleep(STALL).await;
+            postgres.resume();
+        })
+        .await;
+        let verdict = judge(&edge, &cluster, ROOM, &run.answers, "postgres stalled").await;
+        let during: Vec<String> = run
+            .during_fault()
+            .map(|answer| answer.outcome.label())
+            .collect();
+        assert!(
+            during
+                .iter()
+                .any(|label| label == "503 storage_unavailable"),
+            "a stalled journal answers 503 storage_unavailable from the engine's own bounds \
+             (a commit connection's liveness check, the commit's timeout), not the edge's \
+             engine_unavailable: {during:?}"
+        );
+        for label in verdict.refusals.keys() {
+            assert_eq!(
+                label, "503 storage_unavailable",
+                "a join refused while stalled"
+            );
+        }
+        assert!(
+            verdict.max_latency <= LOCKED_ANSWER_LIMIT,
+            "every join was answered within {LOCKED_ANSWER_LIMIT:?}: the slowest took {:?}",
+            verdict.max_latency
+        );
+        eprintln!(
+            "{} | Postgres stalled {STALL:?} by SIGSTOP; {} joins sent meanwhile; joins back \
+             {:.2} s after SIGCONT",
+            verdict.row("6b postgres stalled by SIGSTOP"),
             during.len(),
             run.back_after.as_secs_f64()
         );

@@ -145,6 +145,41 @@ impl PrivatePostgres {
         ended.max(0) as u64
     }
 
+    /// Stalls the whole server with SIGSTOP — the postmaster and every backend, so open
+    /// connections stay open and answer nothing — until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.signal_all("STOP");
+    }
+
+    /// SIGCONT after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.signal_all("CONT");
+    }
+
+    /// Sends `signal` to the postmaster (the first line of `postmaster.pid`) and its children.
+    fn signal_all(&self, signal: &str) {
+        let pid_file = self.data_dir().join("postmaster.pid");
+        let text = std::fs::read_to_string(&pid_file)
+            .unwrap_or_else(|error| panic!("read {}: {error}", pid_file.display()));
+        let postmaster = text.lines().next().unwrap_or_default().trim().to_owned();
+        let children = std::process::Command::new("pgrep")
+            .args(["-P", &postmaster])
+            .output()
+            .unwrap_or_else(|error| panic!("run pgrep -P {postmaster}: {error}"));
+        let mut pids = vec![postmaster.clone()];
+        pids.extend(
+            String::from_utf8_lossy(&children.stdout)
+                .split_whitespace()
+                .map(str::to_owned),
+        );
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .args(&pids)
+            .status()
+            .unwrap_or_else(|error| panic!("run kill -{signal}: {error}"));
+        assert!(status.success(), "kill -{signal} {pids:?}: {status}");
+    }
+
     /// The last lines of the server's log.
     pub fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(self.root.join("server.log")).unwrap_or_default();

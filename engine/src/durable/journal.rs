@@ -19,6 +19,9 @@ use sqlx::{ConnectOptions, Executor, Row};
 /// rather than leaving the edge to give up. Only commits have it: a rebuild's or a migration's
 /// wait (another engine migrating) is not a fault.
 const COMMIT_LOCK_WAIT: &str = "SET lock_timeout = '2s'";
+/// Longest a commit may take from this side: past the lock wait, below the edge's 5 s
+/// engine-call timeout, so the caller is answered 503 `storage_unavailable` by the engine.
+const COMMIT_TIMEOUT: Duration = Duration::from_secs(4);
 /// Connections of the commit pool: one committer task commits one transaction at a time.
 const COMMIT_CONNECTIONS: u32 = 2;
 
@@ -105,7 +108,22 @@ impl Journal {
     /// One statement, so one round trip and atomic on its own: the `UPDATE` moves each room's
     /// `last_seq` under its row lock only where it reads `first - 1`, and the events are
     /// inserted for exactly the rooms it moved.
+    ///
+    /// Bounded by [`COMMIT_TIMEOUT`] on this side too, for what `lock_timeout` cannot see (a
+    /// stalled server, a connection that hangs): a commit given up on is in doubt exactly like
+    /// one whose connection broke, and is handled the same way (the room is rebuilt from what
+    /// the journal holds).
     pub(crate) async fn commit(&self, runs: &[Run]) -> Result<Vec<String>, sqlx::Error> {
+        match tokio::time::timeout(COMMIT_TIMEOUT, self.commit_unbounded(runs)).await {
+            Ok(result) => result,
+            Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("journal commit took longer than {COMMIT_TIMEOUT:?}"),
+            ))),
+        }
+    }
+
+    async fn commit_unbounded(&self, runs: &[Run]) -> Result<Vec<String>, sqlx::Error> {
         let room_ids: Vec<&str> = runs.iter().map(|run| run.room_id.as_str()).collect();
         let firsts: Vec<i64> = runs.iter().map(|run| run.first_seq() as i64).collect();
         let lasts: Vec<i64> = runs.iter().map(|run| run.last_seq() as i64).collect();
