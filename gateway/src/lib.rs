@@ -27,7 +27,6 @@ mod visitor;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::response::{IntoResponse, Response};
@@ -142,11 +141,21 @@ impl GatewayApp {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
+        let options = qm_http::ServeOptions::from_config(&self.state.config, HEALTH_PATHS);
         let router = self.router();
-        qm_http::serve(listener, router, shutdown, self.stopping, drain).await
+        qm_http::serve(listener, router, shutdown, self.stopping, options).await
     }
 }
+
+/// Readiness and version: answered even on a connection shed past MAX_CONNECTIONS (the spec's
+/// health exemption), so a load balancer does not take a busy instance for a dead one.
+const HEALTH_PATHS: &[&str] = &[
+    "/healthz",
+    "/api/health",
+    "/api/version",
+    "/api/v1/health",
+    "/api/v1/version",
+];
 
 /// The contract routes, served under both `/api/v1` and `/api`: the same handlers, so the two
 /// answer byte for byte alike.
