@@ -17,9 +17,9 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll, ready};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 
 use qm_core::{ApiError, ErrorCode};
@@ -37,6 +37,9 @@ const LINGER_BYTES: usize = 1 << 20;
 pub(crate) struct ConnShared {
     dispatched: AtomicU64,
     completed: AtomicU64,
+    /// The connection's task, as last seen reading while a request was served: woken when the
+    /// request is done, so the guard starts the idle clock even if the client sends nothing.
+    reader: Mutex<Option<Waker>>,
 }
 
 impl ConnShared {
@@ -44,6 +47,16 @@ impl ConnShared {
     pub(crate) fn begin(self: &Arc<Self>) -> InFlight {
         self.dispatched.fetch_add(1, Ordering::AcqRel);
         InFlight(self.clone())
+    }
+
+    fn wake_me_when_done(&self, waker: &Waker) {
+        let mut reader = self
+            .reader
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !reader.as_ref().is_some_and(|known| known.will_wake(waker)) {
+            *reader = Some(waker.clone());
+        }
     }
 
     fn counts(&self) -> (u64, u64) {
@@ -61,6 +74,15 @@ pub(crate) struct InFlight(Arc<ConnShared>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.completed.fetch_add(1, Ordering::AcqRel);
+        let reader = self
+            .0
+            .reader
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(reader) = reader {
+            reader.wake();
+        }
     }
 }
 
@@ -316,6 +338,14 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for GuardedIo<T> {
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
             Poll::Pending => {
                 let Phase::AwaitingHead { started } = this.phase else {
+                    // Hyper will not read again on its own once the answer is out and the
+                    // client is silent: the end of the request wakes this read instead.
+                    this.shared.wake_me_when_done(cx.waker());
+                    let (dispatched, completed) = this.shared.counts();
+                    if dispatched == completed {
+                        // Done between the look above and the registration: look again now.
+                        cx.waker().wake_by_ref();
+                    }
                     return Poll::Pending;
                 };
                 if this.deadline.as_mut().poll(cx).is_pending() {
