@@ -388,3 +388,38 @@ async fn past_the_connection_ceiling_new_connections_are_shed_but_health_is_answ
     .await;
     assert_eq!(after.status, 200, "{after:?}");
 }
+
+#[tokio::test]
+async fn a_foreign_host_never_reaches_an_answer() {
+    let gateway = spawn_gateway(&[]).await;
+    gateway.engine.create_room("door", "active", 0);
+    let request =
+        b"GET /api/check?roomId=door HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n";
+    let mut stream = TcpStream::connect(address(&gateway))
+        .await
+        .expect("connect");
+    stream.write_all(request).await.unwrap();
+    let mut bytes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes)).await;
+    let text = String::from_utf8_lossy(&bytes);
+    let reply = parse_reply(&bytes).expect("an answer");
+    assert_eq!(reply.status, 200, "{text}");
+    assert_eq!(reply.body["action"], "queue", "{text}");
+    assert_eq!(reply.body["waitingRoomUrl"], "/w/door", "{text}");
+    assert!(!text.contains("evil.example"), "{text}");
+
+    // With PUBLIC_URL every absolute URL is built from it, whatever the Host.
+    let public = spawn_gateway(&[("PUBLIC_URL", "https://queue.example")]).await;
+    public.engine.create_room("door", "active", 0);
+    let mut stream = TcpStream::connect(address(&public)).await.expect("connect");
+    stream.write_all(request).await.unwrap();
+    let mut bytes = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut bytes)).await;
+    let text = String::from_utf8_lossy(&bytes);
+    let reply = parse_reply(&bytes).expect("an answer");
+    assert_eq!(
+        reply.body["waitingRoomUrl"], "https://queue.example/w/door",
+        "{text}"
+    );
+    assert!(!text.contains("evil.example"), "{text}");
+}
