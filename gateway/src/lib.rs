@@ -59,6 +59,12 @@ pub(crate) struct GatewayState {
     pub(crate) join_limiter: Arc<JoinRateLimiter>,
     /// CHECK_LIMIT_PER_MIN: door checks per client address (the vouched one when vouched).
     pub(crate) check_limiter: Arc<JoinRateLimiter>,
+    /// STATUS_LIMIT_PER_MIN: `/api/status` reads per client address.
+    pub(crate) status_limiter: Arc<JoinRateLimiter>,
+    /// PAGE_LIMIT_PER_MIN: `/w/<room>` loads and form joins per client address.
+    pub(crate) page_limiter: Arc<JoinRateLimiter>,
+    /// STREAM_OPEN_LIMIT_PER_MIN: event streams opened per client address.
+    pub(crate) stream_open_limiter: Arc<JoinRateLimiter>,
     pub(crate) stream_limits: Arc<StreamLimits>,
     pub(crate) hubs: Arc<RoomHubs>,
     /// Turns true when the process stops: open event streams end on it.
@@ -101,6 +107,11 @@ impl GatewayApp {
             support_ref_key,
             join_limiter: Arc::new(JoinRateLimiter::per_minute(config.join_limit_per_min)),
             check_limiter: Arc::new(JoinRateLimiter::per_minute(config.check_limit_per_min)),
+            status_limiter: Arc::new(JoinRateLimiter::per_minute(config.status_limit_per_min)),
+            page_limiter: Arc::new(JoinRateLimiter::per_minute(config.page_limit_per_min)),
+            stream_open_limiter: Arc::new(JoinRateLimiter::per_minute(
+                config.stream_open_limit_per_min,
+            )),
             stream_limits: StreamLimits::new(config.sse_max_total, config.sse_per_ip),
             hubs: RoomHubs::new(engine.clone(), shutdown.clone()),
             config,

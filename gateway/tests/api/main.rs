@@ -2,6 +2,7 @@
 //! stream and its fan-out, the door check and CORS, routing rules, readiness and the page, and a
 //! hostile client on raw TCP (timeouts, caps, the connection ceiling).
 
+mod address_limits;
 mod door_check;
 mod events;
 mod fake_engine;
