@@ -19,7 +19,6 @@ mod visitors;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use qm_core::config::Config;
@@ -43,6 +42,10 @@ pub(crate) struct AdminState {
     /// Turns true when the process stops: open event streams end on it.
     pub(crate) shutdown: watch::Receiver<bool>,
 }
+
+/// Readiness: answered even on a connection shed past MAX_CONNECTIONS (the spec's health
+/// exemption).
+const HEALTH_PATHS: &[&str] = &["/healthz", "/api/admin/health", "/api/v1/admin/health"];
 
 /// The admin HTTP application, ready to serve on a listener.
 pub struct AdminApp {
@@ -78,8 +81,8 @@ impl AdminApp {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
+        let options = qm_http::ServeOptions::from_config(&self.state.config, HEALTH_PATHS);
         let router = self.router();
-        qm_http::serve(listener, router, shutdown, self.stopping, drain).await
+        qm_http::serve(listener, router, shutdown, self.stopping, options).await
     }
 }

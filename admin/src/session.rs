@@ -153,7 +153,8 @@ impl SessionStore {
     }
 }
 
-/// Every `qm_console` value the request's Cookie headers carry.
+/// The first [`CONSOLE_COOKIES_TRIED`] `qm_console` values the request's Cookie headers carry,
+/// read in one linear pass.
 pub(crate) fn console_cookies(headers: &HeaderMap) -> Vec<&str> {
     headers
         .get_all(http::header::COOKIE)
@@ -163,8 +164,14 @@ pub(crate) fn console_cookies(headers: &HeaderMap) -> Vec<&str> {
         .filter_map(|pair| pair.trim().split_once('='))
         .filter(|(name, _)| *name == COOKIE_NAME)
         .map(|(_, value)| value.trim())
+        .take(CONSOLE_COOKIES_TRIED)
         .collect()
 }
+
+/// How many `qm_console` values one request may have verified. A browser sends one (two while
+/// an old path's cookie lingers); each costs an HMAC, so a header stuffed with thousands must not
+/// buy thousands of verifications.
+const CONSOLE_COOKIES_TRIED: usize = 4;
 
 /// The first live session among the request's console cookies.
 pub(crate) fn session_of(
@@ -229,5 +236,20 @@ mod tests {
             HeaderValue::from_static("qm_console=z.w"),
         );
         assert_eq!(console_cookies(&headers), vec!["x.y", "z.w"]);
+    }
+
+    #[test]
+    fn a_stuffed_header_yields_only_the_first_few_console_cookies() {
+        let stuffed: Vec<String> = (0..10_000)
+            .map(|index| format!("{COOKIE_NAME}=id{index}.sig"))
+            .collect();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::COOKIE,
+            HeaderValue::from_str(&stuffed.join("; ")).unwrap(),
+        );
+        let values = console_cookies(&headers);
+        assert_eq!(values.len(), CONSOLE_COOKIES_TRIED);
+        assert_eq!(values[0], "id0.sig");
     }
 }

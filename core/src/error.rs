@@ -67,6 +67,14 @@ error_codes! {
     UnsupportedMediaType => "unsupported_media_type", 415;
     EngineUnavailable => "engine_unavailable", 503;
     Internal => "internal", 500;
+    // The connection itself (answered below the routes, on both edges).
+    BadRequest => "bad_request", 400;
+    InvalidHost => "invalid_host", 400;
+    RequestTimeout => "request_timeout", 408;
+    UriTooLong => "uri_too_long", 414;
+    RequestHeaderTooLarge => "request_header_too_large", 431;
+    TooManyCookies => "too_many_cookies", 431;
+    ServerBusy => "server_busy", 503;
     // Credentials.
     Unauthorized => "unauthorized", 401;
     CredentialInQuery => "credential_in_query", 401;
@@ -125,7 +133,7 @@ impl ErrorCode {
         match self {
             ErrorCode::StorageUnavailable | ErrorCode::EngineUnavailable => Some(2),
             ErrorCode::PrequeueFull => Some(30),
-            ErrorCode::SseCapacity => Some(5),
+            ErrorCode::SseCapacity | ErrorCode::ServerBusy => Some(5),
             _ => None,
         }
     }

@@ -29,7 +29,7 @@ use crate::GatewayState;
 use crate::cookies::{RequestCookies, queue_cookie_name};
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
-use crate::request::{ClientAddress, QueryParams, forwarded_scheme, request_host};
+use crate::request::{ClientAddress, QueryParams, public_base};
 use qm_http::AppError;
 
 /// The longest vouched address or agent taken from the query.
@@ -87,7 +87,7 @@ pub(crate) async fn check(
         if reply.action == "queue" {
             body.insert(
                 "waitingRoomUrl".into(),
-                json!(waiting_room_url(&headers, &uri, &room_id)),
+                json!(waiting_room_url(&state.config, &headers, &uri, &room_id)),
             );
         }
     }
@@ -240,10 +240,10 @@ fn apply_cors(headers: &mut HeaderMap, origin: Option<HeaderValue>) {
     }
 }
 
-/// `<scheme>://<host>/w/<roomId>` as the browser reached us.
-fn waiting_room_url(headers: &HeaderMap, uri: &Uri, room_id: &str) -> String {
-    let host = request_host(headers, uri).unwrap_or_else(|| "localhost".to_owned());
-    format!("{}://{host}/w/{room_id}", forwarded_scheme(headers))
+/// `<base>/w/<roomId>`: absolute from PUBLIC_URL or this server's own Host, else relative (see
+/// [`public_base`]).
+fn waiting_room_url(config: &Config, headers: &HeaderMap, uri: &Uri, room_id: &str) -> String {
+    format!("{}/w/{room_id}", public_base(config, headers, uri))
 }
 
 #[cfg(test)]
@@ -370,16 +370,31 @@ mod tests {
     }
 
     #[test]
-    fn the_waiting_room_url_follows_the_browser() {
+    fn the_waiting_room_url_follows_public_url_or_the_servers_own_host() {
         let uri: Uri = "/api/check?roomId=door".parse().unwrap();
-        let plain = headers(&[("host", "queue.example")]);
+        let defaults = Config::defaults();
+        let plain = headers(&[("host", "127.0.0.1:8080")]);
         assert_eq!(
-            waiting_room_url(&plain, &uri, "door"),
-            "http://queue.example/w/door"
+            waiting_room_url(&defaults, &plain, &uri, "door"),
+            "http://127.0.0.1:8080/w/door"
         );
-        let proxied = headers(&[("host", "queue.example"), ("x-forwarded-proto", "https")]);
+        let proxied = headers(&[("host", "localhost"), ("x-forwarded-proto", "https")]);
         assert_eq!(
-            waiting_room_url(&proxied, &uri, "door"),
+            waiting_room_url(&defaults, &proxied, &uri, "door"),
+            "https://localhost/w/door"
+        );
+        let foreign = headers(&[("host", "evil.example")]);
+        assert_eq!(
+            waiting_room_url(&defaults, &foreign, &uri, "door"),
+            "/w/door"
+        );
+        let source: std::collections::HashMap<&str, &str> =
+            [("PUBLIC_URL", "https://queue.example")]
+                .into_iter()
+                .collect();
+        let public = Config::from_source(&source).unwrap();
+        assert_eq!(
+            waiting_room_url(&public, &foreign, &uri, "door"),
             "https://queue.example/w/door"
         );
     }

@@ -55,6 +55,11 @@ pub(crate) async fn events(
         .token_check_at(now)
         .for_status_query(&query, &cookies)?;
     let permit = state.stream_limits.acquire(address)?;
+    // Opens that were let in spend the budget: a client cycling its streams is slowed, and one
+    // refused for holding too many already (sse_per_ip_limit) is not charged for it.
+    state
+        .stream_open_limiter
+        .admit_as(address, "event streams opened")?;
     let request = status_request(&place, &cookies);
     let hub = state.hubs.subscribe(&place.claims.room_id);
     let refresh_after_ms = state.config.token_refresh_after_ms();

@@ -29,6 +29,9 @@ pub(crate) async fn join_form(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
+    if let Err(refusal) = state.page_limiter.admit_as(address, "page loads") {
+        return qm_http::AppError(refusal).into_response();
+    }
     if !is_valid_room_id(&room_id) {
         return page_response(StatusCode::NOT_FOUND, qm_web::not_found_page());
     }

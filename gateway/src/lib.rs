@@ -27,7 +27,6 @@ mod visitor;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::response::{IntoResponse, Response};
@@ -60,6 +59,12 @@ pub(crate) struct GatewayState {
     pub(crate) join_limiter: Arc<JoinRateLimiter>,
     /// CHECK_LIMIT_PER_MIN: door checks per client address (the vouched one when vouched).
     pub(crate) check_limiter: Arc<JoinRateLimiter>,
+    /// STATUS_LIMIT_PER_MIN: `/api/status` reads per client address.
+    pub(crate) status_limiter: Arc<JoinRateLimiter>,
+    /// PAGE_LIMIT_PER_MIN: `/w/<room>` loads and form joins per client address.
+    pub(crate) page_limiter: Arc<JoinRateLimiter>,
+    /// STREAM_OPEN_LIMIT_PER_MIN: event streams opened per client address.
+    pub(crate) stream_open_limiter: Arc<JoinRateLimiter>,
     pub(crate) stream_limits: Arc<StreamLimits>,
     pub(crate) hubs: Arc<RoomHubs>,
     /// Turns true when the process stops: open event streams end on it.
@@ -102,6 +107,11 @@ impl GatewayApp {
             support_ref_key,
             join_limiter: Arc::new(JoinRateLimiter::per_minute(config.join_limit_per_min)),
             check_limiter: Arc::new(JoinRateLimiter::per_minute(config.check_limit_per_min)),
+            status_limiter: Arc::new(JoinRateLimiter::per_minute(config.status_limit_per_min)),
+            page_limiter: Arc::new(JoinRateLimiter::per_minute(config.page_limit_per_min)),
+            stream_open_limiter: Arc::new(JoinRateLimiter::per_minute(
+                config.stream_open_limit_per_min,
+            )),
             stream_limits: StreamLimits::new(config.sse_max_total, config.sse_per_ip),
             hubs: RoomHubs::new(engine.clone(), shutdown.clone()),
             config,
@@ -142,11 +152,21 @@ impl GatewayApp {
         listener: tokio::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let drain = Duration::from_secs(self.state.config.shutdown_drain_sec);
+        let options = qm_http::ServeOptions::from_config(&self.state.config, HEALTH_PATHS);
         let router = self.router();
-        qm_http::serve(listener, router, shutdown, self.stopping, drain).await
+        qm_http::serve(listener, router, shutdown, self.stopping, options).await
     }
 }
+
+/// Readiness and version: answered even on a connection shed past MAX_CONNECTIONS (the spec's
+/// health exemption), so a load balancer does not take a busy instance for a dead one.
+const HEALTH_PATHS: &[&str] = &[
+    "/healthz",
+    "/api/health",
+    "/api/version",
+    "/api/v1/health",
+    "/api/v1/version",
+];
 
 /// The contract routes, served under both `/api/v1` and `/api`: the same handlers, so the two
 /// answer byte for byte alike.

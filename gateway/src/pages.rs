@@ -32,7 +32,7 @@ use crate::GatewayState;
 use crate::cookies::{
     LANGUAGE_COOKIE, LANGUAGE_COOKIE_MAX_AGE_SEC, RequestCookies, queue_cookie_name,
 };
-use crate::request::{QueryParams, is_https};
+use crate::request::{ClientAddress, QueryParams, is_https};
 use crate::status_body::Branding;
 use crate::status_read::{read_status, status_request};
 
@@ -87,10 +87,14 @@ fn lapsed_of(reason: &str) -> Option<Lapsed> {
 /// GET /w/:roomId.
 pub(crate) async fn waiting_page(
     State(state): State<GatewayState>,
+    ClientAddress(address): ClientAddress,
     Path(room_id): Path<String>,
     query: QueryParams,
     headers: HeaderMap,
 ) -> Response {
+    if let Err(refusal) = state.page_limiter.admit_as(address, "page loads") {
+        return qm_http::AppError(refusal).into_response();
+    }
     if !is_valid_room_id(&room_id) {
         return page_response(StatusCode::NOT_FOUND, qm_web::not_found_page());
     }

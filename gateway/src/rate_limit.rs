@@ -1,5 +1,6 @@
-//! Per-client limits of this process: the join and door-check rate limiters (JOIN_LIMIT_PER_MIN,
-//! CHECK_LIMIT_PER_MIN; a token bucket per client address) and the open-stream counters
+//! Per-client limits of this process: the join, door-check, status, page and stream-open rate
+//! limiters (JOIN_LIMIT_PER_MIN, CHECK_LIMIT_PER_MIN, STATUS_LIMIT_PER_MIN, PAGE_LIMIT_PER_MIN,
+//! STREAM_OPEN_LIMIT_PER_MIN; a token bucket per client address) and the open-stream counters
 //! (SSE_MAX_TOTAL, SSE_PER_IP). Both are sharded maps behind short std mutexes, never held across
 //! an await, so a surge of concurrent joins from many addresses does not queue on one lock.
 
@@ -121,6 +122,19 @@ impl JoinRateLimiter {
     pub(crate) fn admit(&self, address: IpAddr) -> Result<(), ApiError> {
         self.try_acquire(address, Instant::now())
             .map_err(JoinRateLimiter::refusal)
+    }
+
+    /// Takes one from `address`'s bucket now, or answers 429 rate_limited naming `what` (e.g.
+    /// "status reads") with its Retry-After.
+    pub(crate) fn admit_as(&self, address: IpAddr, what: &str) -> Result<(), ApiError> {
+        self.try_acquire(address, Instant::now())
+            .map_err(|retry_after_sec| {
+                ApiError::new(
+                    ErrorCode::RateLimited,
+                    format!("too many {what} from this address; wait a moment and try again"),
+                )
+                .with_retry_after(retry_after_sec)
+            })
     }
 
     /// The 429 a refused join answers.

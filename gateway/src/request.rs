@@ -9,7 +9,7 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::request::Parts;
 use http::{HeaderMap, Uri};
 use qm_core::ErrorCode;
-use qm_core::config::TrustedProxies;
+use qm_core::config::{Config, TrustedProxies};
 use serde_json::{Map, Value};
 
 use qm_http::AppError;
@@ -250,6 +250,44 @@ pub(crate) fn forwarded_scheme(headers: &HeaderMap) -> &'static str {
     }
 }
 
+/// The base every absolute URL the gateway builds starts with (no trailing slash): PUBLIC_URL
+/// when set. Otherwise the scheme and Host the browser used, but only when that Host names this
+/// server itself ([`is_own_host`]): a Host a client wrote (`evil.example`) never reaches an
+/// answer. Anything else gives the empty base, so the URL is relative to wherever the browser
+/// is (the waiting page's own origin).
+pub(crate) fn public_base(config: &Config, headers: &HeaderMap, uri: &Uri) -> String {
+    if let Some(base) = &config.public_url {
+        return base.clone();
+    }
+    match request_host(headers, uri) {
+        Some(host) if is_own_host(&host, config.gateway_addr) => {
+            format!("{}://{host}", forwarded_scheme(headers))
+        }
+        _ => String::new(),
+    }
+}
+
+/// Whether a Host value (`name[:port]`) names this server: `localhost`, a loopback address, or
+/// the specific address HOST binds, on any port. A name is never trusted without PUBLIC_URL.
+pub(crate) fn is_own_host(host: &str, listener: SocketAddr) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split_once(']').map_or(rest, |(inner, _)| inner)
+    } else {
+        match host.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|byte| byte.is_ascii_digit()) => name,
+            _ => host,
+        }
+    };
+    if name.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    let Ok(ip) = name.parse::<IpAddr>() else {
+        return false;
+    };
+    let ip = ip.to_canonical();
+    ip.is_loopback() || (!listener.ip().is_unspecified() && ip == listener.ip().to_canonical())
+}
+
 /// The host the browser asked for: the Host header, else the URI authority (HTTP/2).
 pub(crate) fn request_host(headers: &HeaderMap, uri: &Uri) -> Option<String> {
     let host = headers
@@ -356,6 +394,40 @@ mod tests {
         );
         headers.insert(HOST, "evil.example/path?".parse().unwrap());
         assert_eq!(request_host(&headers, &uri), None);
+    }
+
+    fn base(overrides: &[(&str, &str)], host: &str) -> String {
+        let source: std::collections::HashMap<&str, &str> = overrides.iter().copied().collect();
+        let config = Config::from_source(&source).unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, host.parse().unwrap());
+        public_base(&config, &headers, &"/api/check".parse().unwrap())
+    }
+
+    #[test]
+    fn absolute_urls_come_from_public_url_or_the_servers_own_host() {
+        // PUBLIC_URL wins over any Host.
+        let public = [("PUBLIC_URL", "https://queue.example/")];
+        assert_eq!(base(&public, "evil.example"), "https://queue.example");
+        // Without it: loopback, localhost and HOST's own address are kept, with their port.
+        assert_eq!(base(&[], "127.0.0.1:8080"), "http://127.0.0.1:8080");
+        assert_eq!(base(&[], "localhost:8080"), "http://localhost:8080");
+        assert_eq!(base(&[], "[::1]:8080"), "http://[::1]:8080");
+        let bound = [("HOST", "192.0.2.10"), ("ADMIN_KEY", "a-long-random-key")];
+        assert_eq!(base(&bound, "192.0.2.10"), "http://192.0.2.10");
+        // Any other Host gives relative URLs: the attacker's name never reaches an answer.
+        for foreign in [
+            "evil.example",
+            "evil.example:8080",
+            "198.51.100.1",
+            "localhost.evil",
+        ] {
+            assert_eq!(base(&[], foreign), "", "{foreign}");
+            assert_eq!(base(&bound, foreign), "", "{foreign}");
+        }
+        // A wildcard listener trusts no address but loopback.
+        let wildcard = [("HOST", "0.0.0.0"), ("ADMIN_KEY", "a-long-random-key")];
+        assert_eq!(base(&wildcard, "0.0.0.0"), "");
     }
 
     fn ip(text: &str) -> IpAddr {

@@ -184,9 +184,12 @@ fn claims_of(room_id: &str, place: &PlaceStatus, now: i64) -> Result<VisitorClai
 /// GET /api/status?token= (or ?roomId= to pick the cookie).
 pub(crate) async fn status(
     State(state): State<GatewayState>,
+    ClientAddress(address): ClientAddress,
     query: QueryParams,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
+    // Before any work: a page polls every 5 s only while its stream is down.
+    state.status_limiter.admit_as(address, "status reads")?;
     let cookies = RequestCookies::from_headers(&headers);
     let now = now_ms();
     let place = state

@@ -7,6 +7,7 @@
 //! - `parse`: [`Config::from_source`], the rules that relate variables to each other.
 //! - `proxies`: TRUSTED_PROXIES' address ranges.
 
+mod fd_limit;
 mod parse;
 mod proxies;
 mod rules;
@@ -140,6 +141,26 @@ pub struct Config {
     pub sse_max_total: usize,
     pub sse_per_ip: usize,
     pub room_cookie_cap: usize,
+    /// Status reads a minute per client address (STATUS_LIMIT_PER_MIN).
+    pub status_limit_per_min: u32,
+    /// Waiting-page loads and form joins a minute per client address (PAGE_LIMIT_PER_MIN).
+    pub page_limit_per_min: u32,
+    /// Event-stream opens a minute per client address (STREAM_OPEN_LIMIT_PER_MIN).
+    pub stream_open_limit_per_min: u32,
+    /// PUBLIC_URL without a trailing slash: the base of every absolute URL the gateway builds.
+    pub public_url: Option<String>,
+    /// Seconds a connection has to send a complete request head (HEADER_READ_TIMEOUT_SEC).
+    pub header_read_timeout_sec: u64,
+    /// Seconds an idle keep-alive connection stays open (KEEPALIVE_IDLE_SEC).
+    pub keepalive_idle_sec: u64,
+    /// Largest request head, request line and headers together (MAX_HEADER_BYTES).
+    pub max_header_bytes: usize,
+    /// Longest request line (MAX_URL_BYTES).
+    pub max_url_bytes: usize,
+    /// Most cookies one request may carry (MAX_COOKIES).
+    pub max_cookies: usize,
+    /// MAX_CONNECTIONS as set; [`Config::max_connections`] derives it when unset.
+    max_connections: Option<usize>,
     /// Hard ceiling of one room's pre-queue (PREQUEUE_MAX): a join over it is 503 prequeue_full.
     pub prequeue_max: u64,
     /// Seconds a stopping process waits for open requests and streams before it exits.
@@ -162,6 +183,13 @@ pub struct Config {
     log_level: Option<String>,
     /// RUST_LOG: the usual tracing filter, tried when LOG_LEVEL is unset or does not parse.
     rust_log: Option<String>,
+}
+
+/// The default connection ceiling for an open-file limit (`None`: unknown, taken as 1,024).
+pub fn derived_max_connections(open_file_limit: Option<u64>) -> usize {
+    let limit = open_file_limit.unwrap_or(1024);
+    let ceiling = limit.saturating_sub(256) / 2;
+    usize::try_from(ceiling.clamp(64, 1_000_000)).unwrap_or(64)
 }
 
 /// The files of the engine port's TLS, as configured (read when the processes start).
@@ -207,6 +235,14 @@ impl Config {
     /// only the components of one `qm all` share.
     pub fn engine_credential_is_shared(&self) -> bool {
         self.secret_is_configured || self.engine_token.is_some()
+    }
+
+    /// Open connections each HTTP listener holds before it sheds new ones with 503: MAX_CONNECTIONS,
+    /// else half of what the open-file limit leaves after 256 kept for everything else, at
+    /// least 64.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+            .unwrap_or_else(|| derived_max_connections(fd_limit::open_file_limit()))
     }
 
     /// SMTP_URL as configured (it may hold a password: never log it).

@@ -61,8 +61,30 @@ impl Rule {
             )),
             Rule::IpRanges => TrustedProxies::parse(text).map(Parsed::IpRanges),
             Rule::AssetNames => parse_asset_names(text).map(Parsed::AssetNames),
+            Rule::PublicUrl => parse_public_url(trimmed).map(Parsed::Text),
         }
     }
+}
+
+/// PUBLIC_URL: the base every absolute URL the gateway builds starts with, kept without a
+/// trailing slash (`https://queue.example.com` or `https://example.com/queue`).
+fn parse_public_url(text: &str) -> Result<String, String> {
+    let example = "e.g. https://queue.example.com";
+    let url = url::Url::parse(text)
+        .map_err(|_| format!("'{text}' is not an absolute URL ({example})"))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!("must be an http:// or https:// URL ({example})"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("must name a host ({example})"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("must not carry a user name or password".to_owned());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("must not carry a query or fragment ({example})"));
+    }
+    Ok(url.as_str().trim_end_matches('/').to_owned())
 }
 
 fn parse_number(text: &str, min: u64, max: u64) -> Result<u64, String> {

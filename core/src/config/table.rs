@@ -70,6 +70,8 @@ pub enum Rule {
     IpRanges,
     /// Hashed waiting-page asset names (`waiting-<hash>.css|js`).
     AssetNames,
+    /// An absolute `http(s)://` URL with a host and no query, fragment or credentials.
+    PublicUrl,
 }
 
 /// A process of the product (`qm all` is all three).
@@ -423,6 +425,124 @@ pub static VARIABLES: &[Variable] = &[
         secret: false,
         read_by: &[Gateway],
         shown: Shown::Value(|config| json!(config.room_cookie_cap)),
+        warning: None,
+    },
+    Variable {
+        name: "STATUS_LIMIT_PER_MIN",
+        default: Fallback::Value("600"),
+        rule: Rule::Number {
+            min: 1,
+            max: 100_000_000,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.status_limit_per_min)),
+        warning: None,
+    },
+    Variable {
+        name: "PAGE_LIMIT_PER_MIN",
+        default: Fallback::Value("300"),
+        rule: Rule::Number {
+            min: 1,
+            max: 100_000_000,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.page_limit_per_min)),
+        warning: None,
+    },
+    Variable {
+        name: "STREAM_OPEN_LIMIT_PER_MIN",
+        default: Fallback::Value("300"),
+        rule: Rule::Number {
+            min: 1,
+            max: 100_000_000,
+        },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.stream_open_limit_per_min)),
+        warning: None,
+    },
+    Variable {
+        name: "PUBLIC_URL",
+        default: Fallback::Described(
+            "unset: the Host header when it names this server's own address, else relative URLs",
+        ),
+        rule: Rule::PublicUrl,
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.public_url)),
+        warning: Some(Warning {
+            when: |config| config.public_url.is_none() && !config.gateway_addr.ip().is_loopback(),
+            says: "PUBLIC_URL is unset: waitingRoomUrl is relative unless a request's Host names this server's own address",
+        }),
+    },
+    Variable {
+        name: "HEADER_READ_TIMEOUT_SEC",
+        default: Fallback::Value("10"),
+        rule: Rule::Number { min: 1, max: 300 },
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.header_read_timeout_sec)),
+        warning: None,
+    },
+    Variable {
+        name: "KEEPALIVE_IDLE_SEC",
+        default: Fallback::Value("75"),
+        rule: Rule::Number { min: 1, max: 3600 },
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.keepalive_idle_sec)),
+        warning: None,
+    },
+    Variable {
+        name: "MAX_HEADER_BYTES",
+        default: Fallback::Value("32768"),
+        rule: Rule::Number {
+            min: 4096,
+            max: 1_048_576,
+        },
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.max_header_bytes)),
+        warning: None,
+    },
+    Variable {
+        name: "MAX_URL_BYTES",
+        default: Fallback::Value("8192"),
+        rule: Rule::Number {
+            min: 256,
+            max: 65_000,
+        },
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.max_url_bytes)),
+        warning: None,
+    },
+    Variable {
+        name: "MAX_COOKIES",
+        default: Fallback::Value("200"),
+        rule: Rule::Number {
+            min: 1,
+            max: 10_000,
+        },
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.max_cookies)),
+        warning: None,
+    },
+    Variable {
+        name: "MAX_CONNECTIONS",
+        default: Fallback::Described(
+            "derived from the open-file limit: (limit - 256) / 2, at least 64",
+        ),
+        rule: Rule::Number {
+            min: 1,
+            max: 10_000_000,
+        },
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.max_connections())),
         warning: None,
     },
     Variable {

@@ -422,6 +422,16 @@ fn every_variable_set() -> HashMap<&'static str, &'static str> {
         ("SSE_MAX_TOTAL", "13"),
         ("SSE_PER_IP", "14"),
         ("ROOM_COOKIE_CAP", "15"),
+        ("STATUS_LIMIT_PER_MIN", "18"),
+        ("PAGE_LIMIT_PER_MIN", "19"),
+        ("STREAM_OPEN_LIMIT_PER_MIN", "20"),
+        ("PUBLIC_URL", "https://queue.shop.example/"),
+        ("HEADER_READ_TIMEOUT_SEC", "21"),
+        ("KEEPALIVE_IDLE_SEC", "22"),
+        ("MAX_HEADER_BYTES", "8192"),
+        ("MAX_URL_BYTES", "2048"),
+        ("MAX_COOKIES", "23"),
+        ("MAX_CONNECTIONS", "24"),
         ("PREQUEUE_MAX", "16"),
         ("SHUTDOWN_DRAIN_SEC", "17"),
         ("TRUSTED_PROXIES", "10.0.0.0/8"),
@@ -468,6 +478,31 @@ fn every_variable_of_the_table_reaches_the_config() {
         (13, 14, 15)
     );
     assert_eq!((config.prequeue_max, config.shutdown_drain_sec), (16, 17));
+    assert_eq!(
+        (
+            config.status_limit_per_min,
+            config.page_limit_per_min,
+            config.stream_open_limit_per_min
+        ),
+        (18, 19, 20)
+    );
+    assert_eq!(
+        config.public_url.as_deref(),
+        Some("https://queue.shop.example")
+    );
+    assert_eq!(
+        (config.header_read_timeout_sec, config.keepalive_idle_sec),
+        (21, 22)
+    );
+    assert_eq!(
+        (
+            config.max_header_bytes,
+            config.max_url_bytes,
+            config.max_cookies,
+            config.max_connections()
+        ),
+        (8192, 2048, 23, 24)
+    );
     assert!(config.email_notify);
     assert_eq!(config.email_from, "queue@shop.example");
     assert!(config.log_json());
@@ -543,9 +578,62 @@ fn warnings_come_from_the_table_for_the_processes_that_read_them() {
         ("SIDESTORE", "pg"),
         ("SECRET", "a-secret-of-sixteen-or-more"),
         ("ADMIN_KEY", "a-long-random-key"),
+        ("PUBLIC_URL", "https://queue.example"),
     ])
     .expect("valid");
-    assert!(quiet.warnings().is_empty());
+    assert!(quiet.warnings().is_empty(), "{:?}", quiet.warnings());
+    // Beyond loopback without PUBLIC_URL, the operator hears that URLs may be relative.
+    let no_public_url = config(&[("ADMIN_KEY", "a-long-random-key")]).expect("valid");
+    assert!(
+        no_public_url
+            .warnings_for(&[Process::Gateway])
+            .iter()
+            .any(|warning| warning.starts_with("PUBLIC_URL"))
+    );
+}
+
+#[test]
+fn public_url_is_an_absolute_base_without_query_or_credentials() {
+    for good in [
+        "https://queue.example",
+        "http://127.0.0.1:8080/",
+        "https://shop.example/queue/",
+    ] {
+        let parsed = config(&[("PUBLIC_URL", good)]).expect(good);
+        let base = parsed.public_url.expect("set");
+        assert!(!base.ends_with('/'), "{base}");
+    }
+    for bad in [
+        "queue.example",
+        "/w",
+        "ftp://queue.example",
+        "https://queue.example/?a=1",
+        "https://queue.example/#x",
+        "https://user:pw@queue.example",
+    ] {
+        let error = config(&[("PUBLIC_URL", bad)]).expect_err(bad);
+        assert_eq!(error.var, "PUBLIC_URL", "{bad}");
+    }
+}
+
+#[test]
+fn connection_limits_have_their_defaults_and_bounds() {
+    let defaults = Config::defaults();
+    assert_eq!(defaults.header_read_timeout_sec, 10);
+    assert_eq!(defaults.keepalive_idle_sec, 75);
+    assert_eq!(defaults.max_header_bytes, 32_768);
+    assert_eq!(defaults.max_url_bytes, 8192);
+    assert_eq!(defaults.max_cookies, 200);
+    assert!(defaults.max_connections() >= 64);
+    for (name, value) in [
+        ("HEADER_READ_TIMEOUT_SEC", "0"),
+        ("MAX_HEADER_BYTES", "100"),
+        ("MAX_URL_BYTES", "70000"),
+        ("MAX_COOKIES", "0"),
+        ("MAX_CONNECTIONS", "0"),
+    ] {
+        assert_eq!(config(&[(name, value)]).expect_err(name).var, name);
+    }
 }
 
 #[test]

@@ -86,6 +86,20 @@ impl Values {
         }
     }
 
+    /// A number that may be unset (its default is described, not a value).
+    pub(super) fn optional_number<T: TryFrom<u64>>(
+        &mut self,
+        name: &'static str,
+    ) -> Result<Option<T>, ConfigError> {
+        match self.take(name)? {
+            None => Ok(None),
+            Some(Parsed::Number(number)) => T::try_from(number)
+                .map(Some)
+                .map_err(|_| invalid(name, format!("{number} does not fit the setting"))),
+            Some(_) => Err(not_of_kind(name, "a number")),
+        }
+    }
+
     pub(super) fn flag(&mut self, name: &'static str) -> Result<bool, ConfigError> {
         match self.take_required(name)? {
             Parsed::Flag(flag) => Ok(flag),
