@@ -92,7 +92,12 @@ pub fn test_env() -> HashMap<String, String> {
         ("SECRET", "integration-test-secret-0123456789"),
         ("ADMIN_KEY", TEST_ADMIN_KEY),
         ("PUBLIC_API_KEY", "public-api-key-0123"),
+        // Every test client is one loopback address: the per-address budgets are raised here
+        // and set low by the tests of those limits.
         ("JOIN_LIMIT_PER_MIN", "100000000"),
+        ("STATUS_LIMIT_PER_MIN", "100000000"),
+        ("PAGE_LIMIT_PER_MIN", "100000000"),
+        ("STREAM_OPEN_LIMIT_PER_MIN", "100000000"),
         ("SHUTDOWN_DRAIN_SEC", "2"),
     ]
     .into_iter()
