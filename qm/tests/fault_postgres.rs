@@ -22,8 +22,9 @@ const ROOM: &str = "fault";
 const OTHER_ROOM: &str = "bystander";
 /// How long the engine runs on fresh connections between the backends' end and the crash.
 const BETWEEN_FAULTS: Duration = Duration::from_secs(1);
-/// How long Postgres stays down after `pg_ctl stop -m immediate`.
-const POSTGRES_DOWNTIME: Duration = Duration::from_secs(1);
+/// How long Postgres stays down after `pg_ctl stop -m immediate`: longer than the journal pools'
+/// 2 s acquire timeout, so joins meet the outage rather than merely waiting it out.
+const POSTGRES_DOWNTIME: Duration = Duration::from_secs(3);
 /// How long the row lock is held.
 const LOCK_HELD: Duration = Duration::from_secs(30);
 /// How long Postgres is stalled by SIGSTOP.
