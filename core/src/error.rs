@@ -190,9 +190,13 @@ impl ApiError {
         serde_json::json!({ "error": self.message, "code": self.code.as_str() })
     }
 
-    /// The error as the engine sends it over gRPC.
+    /// The error as the engine sends it over gRPC. The message travels in the `grpc-message`
+    /// header (percent-encoded, up to three bytes per byte), so it is cut to
+    /// [`MAX_STATUS_MESSAGE_BYTES`]: a longer one would not fit the client's header-list limit
+    /// and the answer would arrive as a broken transport (503) instead of the refusal it is.
     pub fn to_status(&self) -> tonic::Status {
-        let mut status = tonic::Status::new(self.code.grpc_code(), self.message.clone());
+        let message = crate::text::bounded(&self.message, MAX_STATUS_MESSAGE_BYTES);
+        let mut status = tonic::Status::new(self.code.grpc_code(), message.into_owned());
         if let Ok(value) = self.code.as_str().parse() {
             status.metadata_mut().insert(CODE_METADATA_KEY, value);
         }
@@ -248,6 +252,10 @@ impl From<tonic::Status> for ApiError {
     }
 }
 
+/// Longest error message (bytes) the engine sends in a gRPC status: percent-encoded it stays
+/// well inside the 16 KiB header list a tonic client accepts, beside the other headers.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 1024;
+
 /// Same key as `qm_proto::CODE_METADATA_KEY`, kept here so core does not depend on proto.
 const CODE_METADATA_KEY: &str = "qm-code";
 /// The seconds of an error's Retry-After hint, beside `qm-code`.
@@ -302,6 +310,19 @@ mod tests {
         odd.metadata_mut()
             .insert(RETRY_AFTER_METADATA_KEY, "soon".parse().unwrap());
         assert_eq!(ApiError::from_status(&odd).retry_after_sec, None);
+    }
+
+    #[test]
+    fn a_status_message_is_bounded_whatever_the_error_says() {
+        let long = ApiError::new(ErrorCode::InvalidName, "\u{1F600}".repeat(100_000));
+        let status = long.to_status();
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE_BYTES);
+        assert!(status.message().ends_with('…'));
+        let back = ApiError::from_status(&status);
+        assert_eq!(back.code, ErrorCode::InvalidName);
+        // A short message crosses unchanged.
+        let short = ApiError::new(ErrorCode::InvalidName, "name: too long");
+        assert_eq!(ApiError::from_status(&short.to_status()), short);
     }
 
     #[test]
