@@ -12,6 +12,7 @@ mod events;
 mod health;
 mod identity;
 mod notify;
+mod operator_input;
 mod outflow;
 mod pages;
 mod presence;
