@@ -19,6 +19,7 @@ mod presence;
 mod protection;
 mod refresh;
 mod routing;
+mod security_logs;
 mod visitor;
 mod visitors;
 
