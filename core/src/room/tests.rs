@@ -661,11 +661,15 @@ fn schedule_body() {
     );
 }
 
+/// A field family of the control-character test: the field, a body holding the given text in
+/// it, and the code its refusal carries.
+type Family = (&'static str, Box<dyn Fn(&str) -> Value>, ErrorCode);
+
 /// Every string the room document stores, with the code its refusal carries. A control
 /// character in any of them is refused with that code, and the message names the character.
 #[test]
 fn control_characters_are_refused_in_every_operator_string() {
-    let families: Vec<(&str, Box<dyn Fn(&str) -> Value>, ErrorCode)> = vec![
+    let families: Vec<Family> = vec![
         (
             "name",
             Box::new(|text| json!({"name": format!("Big {text}drop")})),
@@ -712,7 +716,7 @@ fn control_characters_are_refused_in_every_operator_string() {
             ErrorCode::InvalidOnBackendDown,
         ),
     ];
-    let mut branding_keys: Vec<(&str, Box<dyn Fn(&str) -> Value>, ErrorCode)> = Vec::new();
+    let mut branding_keys: Vec<Family> = Vec::new();
     for key in ["title", "logoUrl", "message", "supportText", "primaryColor"] {
         branding_keys.push((
             key,
