@@ -67,7 +67,9 @@ fuzz_target!(|data: &[u8]| {
     let expected = model(&headers);
     let mut position = 0;
     for pair in &parsed {
-        let found = expected[position..].iter().position(|candidate| candidate == pair);
+        let found = expected[position..]
+            .iter()
+            .position(|candidate| candidate == pair);
         let Some(offset) = found else {
             panic!("{pair:?} is not what the header says (model {expected:?})");
         };

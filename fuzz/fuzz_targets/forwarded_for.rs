@@ -26,7 +26,11 @@ fuzz_target!(|data: &[u8]| {
     let _ = IpRange::parse(extra);
     if let Ok(parsed) = TrustedProxies::parse(extra) {
         let shown = parsed.to_strings().join(",");
-        assert_eq!(TrustedProxies::parse(&shown).as_ref(), Ok(&parsed), "{shown}");
+        assert_eq!(
+            TrustedProxies::parse(&shown).as_ref(),
+            Ok(&parsed),
+            "{shown}"
+        );
     }
     let trusted = TrustedProxies::parse(&format!("127.0.0.0/8,::1,{extra}"))
         .or_else(|_| TrustedProxies::parse("127.0.0.0/8,::1"))
@@ -37,7 +41,16 @@ fuzz_target!(|data: &[u8]| {
         1 => IpAddr::V6(Ipv4Addr::new(127, 0, 0, 2).to_ipv6_mapped()),
         2 => IpAddr::V6(Ipv6Addr::LOCALHOST),
         3 => IpAddr::V4(Ipv4Addr::new(203, 0, 113, selector)),
-        _ => IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, u16::from(selector))),
+        _ => IpAddr::V6(Ipv6Addr::new(
+            0x2001,
+            0xdb8,
+            0,
+            0,
+            0,
+            0,
+            0,
+            u16::from(selector),
+        )),
     };
     let mut headers = HeaderMap::new();
     for line in lines.take(64) {

@@ -47,11 +47,19 @@ fn check_refusal(error: &ApiError) {
 }
 
 fn line(text: &str) {
-    assert_eq!(first_control_character(text, TextKind::Line), None, "{text:?}");
+    assert_eq!(
+        first_control_character(text, TextKind::Line),
+        None,
+        "{text:?}"
+    );
 }
 
 fn paragraph(text: &str) {
-    assert_eq!(first_control_character(text, TextKind::Paragraph), None, "{text:?}");
+    assert_eq!(
+        first_control_character(text, TextKind::Paragraph),
+        None,
+        "{text:?}"
+    );
 }
 
 /// Every string an accepted room stores is free of refused control characters.
@@ -60,7 +68,10 @@ fn check_stored_text(room: &RoomConfig) {
     line(&room.name);
     line(&room.target_url);
     room.proxy_origin.iter().for_each(|origin| line(origin));
-    for list in [&room.return_origins, &room.tag_origins].into_iter().flatten() {
+    for list in [&room.return_origins, &room.tag_origins]
+        .into_iter()
+        .flatten()
+    {
         list.iter().for_each(|origin| line(origin));
     }
     room.url_patterns.iter().for_each(|rule| line(rule));
@@ -76,7 +87,10 @@ fn check_stored_text(room: &RoomConfig) {
             text.iter().for_each(|text| line(text));
         }
         branding.message.iter().for_each(|text| paragraph(text));
-        branding.support_text.iter().for_each(|text| paragraph(text));
+        branding
+            .support_text
+            .iter()
+            .for_each(|text| paragraph(text));
     }
 }
 

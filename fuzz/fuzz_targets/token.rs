@@ -19,7 +19,11 @@ static KEYRINGS: LazyLock<[Keyring; 3]> = LazyLock::new(|| {
     [
         Keyring::new(secret("fuzz-secret-one"), None, false),
         Keyring::new(secret("fuzz-secret-one"), None, true),
-        Keyring::new(secret("fuzz-secret-two"), Some(secret("fuzz-secret-one")), true),
+        Keyring::new(
+            secret("fuzz-secret-two"),
+            Some(secret("fuzz-secret-one")),
+            true,
+        ),
     ]
 });
 
@@ -77,7 +81,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(Value::Object(payload)) = serde_json::from_slice::<Value>(rest) {
         let keyring = &KEYRINGS[selector % KEYRINGS.len()];
         let token = keyring.sign(Purpose::Visitor, &payload);
-        assert!(keyring.verify(Purpose::Visitor, &token).is_ok(), "own signature");
+        assert!(
+            keyring.verify(Purpose::Visitor, &token).is_ok(),
+            "own signature"
+        );
         match keyring.verify_visitor(&token, now_ms, max_age_sec) {
             Ok(claims) => {
                 assert_eq!(check_age(claims.iat, now_ms, max_age_sec), Ok(()));
