@@ -7,10 +7,17 @@
 //! A key is never accepted from a URL: query strings land in access logs and Referer headers, so
 //! a request that carries one is refused with `credential_in_query` even if it also sends a valid
 //! header.
+//!
+//! A credential that was presented and refused (a wrong key, an unknown console session, a
+//! spent event ticket) is logged at warn with the client address and which kind it was — never
+//! the credential — so repeated guessing shows in the log. A request that presents nothing is
+//! not logged: the console asks who it is before anyone has signed in.
 
-use axum::extract::FromRequestParts;
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequestParts};
 use http::request::Parts;
-use http::{HeaderMap, Method, Uri};
+use http::{Extensions, HeaderMap, Method, Uri};
 use qm_core::{ApiError, ErrorCode};
 use secrecy::ExposeSecret;
 use subtle::ConstantTimeEq;
@@ -73,6 +80,50 @@ impl From<AuthError> for AppError {
     }
 }
 
+/// Which kind of credential a refused request presented, as the log names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PresentedKind {
+    /// `Authorization: Bearer ...` on an API call.
+    BearerKey,
+    /// The key typed into the console's sign-in form (`POST /session {key}`).
+    SignInKey,
+    /// A `qm_console` cookie.
+    ConsoleSession,
+    /// An event-stream ticket (`/events?ticket=`).
+    EventTicket,
+}
+
+impl PresentedKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            PresentedKind::BearerKey => "bearer_key",
+            PresentedKind::SignInKey => "sign_in_key",
+            PresentedKind::ConsoleSession => "console_session",
+            PresentedKind::EventTicket => "event_ticket",
+        }
+    }
+}
+
+/// The socket peer of a request, when the server recorded it (an in-process router without
+/// connect info has none). Behind a proxy this is the proxy's address.
+pub(crate) fn peer_of(extensions: &Extensions) -> Option<IpAddr> {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(peer)| peer.ip().to_canonical())
+}
+
+/// Logs a refused credential: where it came from, what kind it was and why it was refused.
+/// The credential itself is never passed here, so it cannot reach the log.
+pub(crate) fn log_refused(kind: PresentedKind, client: Option<IpAddr>, error: &AuthError) {
+    let client = client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+    tracing::warn!(
+        client = %client,
+        credential = kind.as_str(),
+        reason = %error,
+        "admin credential refused"
+    );
+}
+
 /// Which credential let a request in: an SSE ticket is scoped to the one that minted it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Credential {
@@ -114,11 +165,13 @@ pub(crate) fn has_csrf_header(headers: &HeaderMap) -> bool {
 }
 
 /// The whole decision, shared by the extractor and the event stream (which also takes a ticket).
+/// `client` is only for the log line of a refused credential.
 pub(crate) fn authenticate(
     state: &AdminState,
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
+    client: Option<IpAddr>,
 ) -> Result<Authenticated, AuthError> {
     refuse_query_credential(uri)?;
     if let Some(authorization) = headers.get(http::header::AUTHORIZATION) {
@@ -127,26 +180,32 @@ pub(crate) fn authenticate(
             .to_str()
             .ok()
             .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or(AuthError::WrongKey)?;
+            .map(str::trim);
         let expected = state.config.admin_key().expose_secret().as_bytes();
-        return if bool::from(presented.as_bytes().ct_eq(expected)) {
-            Ok(Authenticated {
-                principal: Principal::owner(),
-                credential: Credential::AdminKey,
-            })
-        } else {
-            Err(AuthError::WrongKey)
+        return match presented {
+            Some(presented) if bool::from(presented.as_bytes().ct_eq(expected)) => {
+                Ok(Authenticated {
+                    principal: Principal::owner(),
+                    credential: Credential::AdminKey,
+                })
+            }
+            _ => {
+                log_refused(PresentedKind::BearerKey, client, &AuthError::WrongKey);
+                Err(AuthError::WrongKey)
+            }
         };
     }
     let cookies = console_cookies(headers);
     if cookies.is_empty() {
         return Err(AuthError::Missing);
     }
-    let (session_id, principal, _) = cookies
+    let Some((session_id, principal, _)) = cookies
         .into_iter()
         .find_map(|value| state.sessions.resolve(value))
-        .ok_or(AuthError::NoSession)?;
+    else {
+        log_refused(PresentedKind::ConsoleSession, client, &AuthError::NoSession);
+        return Err(AuthError::NoSession);
+    };
     let safe = *method == Method::GET || *method == Method::HEAD;
     if !safe && !has_csrf_header(headers) {
         return Err(AuthError::CsrfRequired);
@@ -169,6 +228,7 @@ impl FromRequestParts<AdminState> for Authenticated {
             &parts.method,
             &parts.uri,
             &parts.headers,
+            peer_of(&parts.extensions),
         )?)
     }
 }

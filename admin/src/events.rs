@@ -24,7 +24,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::Stream;
-use http::{HeaderMap, Method, Uri};
+use http::{Extensions, HeaderMap, Method, Uri};
 use qm_core::ApiError;
 use qm_core::shutdown::stopped;
 use qm_proto::{ListRoomsRequest, StatsRequest};
@@ -33,7 +33,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::AdminState;
-use crate::auth::{AuthError, Authenticated, Credential, authenticate};
+use crate::auth::{
+    AuthError, Authenticated, Credential, PresentedKind, authenticate, log_refused, peer_of,
+};
 use crate::frames::{FrameSequence, Sparkline, totals};
 use crate::rooms::parse_rooms;
 use qm_http::AppError;
@@ -115,16 +117,22 @@ pub(crate) async fn events(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, AppError> {
+    let client = peer_of(&extensions);
     let credential = match query.ticket.as_deref() {
         Some(ticket) => {
-            let credential = state.tickets.redeem(ticket).ok_or(AuthError::BadTicket)?;
-            if !credential_is_live(&state, &credential) {
+            let live = state
+                .tickets
+                .redeem(ticket)
+                .filter(|credential| credential_is_live(&state, credential));
+            let Some(credential) = live else {
+                log_refused(PresentedKind::EventTicket, client, &AuthError::BadTicket);
                 return Err(AuthError::BadTicket.into());
-            }
+            };
             credential
         }
-        None => authenticate(&state, &method, &uri, &headers)?.credential,
+        None => authenticate(&state, &method, &uri, &headers, client)?.credential,
     };
     Ok(Sse::new(frame_stream(state, credential)))
 }

@@ -6,13 +6,15 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::header::{CACHE_CONTROL, SET_COOKIE};
-use http::{HeaderMap, HeaderValue, Uri};
+use http::{Extensions, HeaderMap, HeaderValue, Uri};
 use secrecy::ExposeSecret;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::AdminState;
-use crate::auth::{AuthError, has_csrf_header, refuse_query_credential};
+use crate::auth::{
+    AuthError, PresentedKind, has_csrf_header, log_refused, peer_of, refuse_query_credential,
+};
 use crate::session::{COOKIE_NAME, Principal, SESSION_TTL, console_cookies, session_of};
 use qm_http::AppError;
 
@@ -50,6 +52,7 @@ pub(crate) async fn sign_in(
     State(state): State<AdminState>,
     uri: Uri,
     headers: HeaderMap,
+    extensions: Extensions,
     body: JsonBody,
 ) -> Result<Response, AppError> {
     refuse_query_credential(&uri)?;
@@ -62,6 +65,8 @@ pub(crate) async fn sign_in(
     let presented = body.get("key").and_then(Value::as_str).unwrap_or("");
     let expected = state.config.admin_key().expose_secret().as_bytes();
     if presented.is_empty() || !bool::from(presented.as_bytes().ct_eq(expected)) {
+        let client = peer_of(&extensions);
+        log_refused(PresentedKind::SignInKey, client, &AuthError::WrongKey);
         return Err(AuthError::WrongKey.into());
     }
     let principal = Principal::owner();
@@ -110,8 +115,15 @@ pub(crate) async fn sign_out(
 pub(crate) async fn who(
     State(state): State<AdminState>,
     headers: HeaderMap,
+    extensions: Extensions,
 ) -> Result<Response, AppError> {
     let Some((_, principal, left)) = session_of(&state.sessions, &headers) else {
+        // Asking with no cookie is how a console learns it must sign in; only a cookie that
+        // does not resolve is a refused credential.
+        if !console_cookies(&headers).is_empty() {
+            let client = peer_of(&extensions);
+            log_refused(PresentedKind::ConsoleSession, client, &AuthError::NoSession);
+        }
         return Err(AuthError::NoSession.into());
     };
     Ok(no_store(

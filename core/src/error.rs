@@ -198,9 +198,13 @@ impl ApiError {
         serde_json::json!({ "error": self.message, "code": self.code.as_str() })
     }
 
-    /// The error as the engine sends it over gRPC.
+    /// The error as the engine sends it over gRPC. The message travels in the `grpc-message`
+    /// header (percent-encoded, up to three bytes per byte), so it is cut to
+    /// [`MAX_STATUS_MESSAGE_BYTES`]: a longer one would not fit the client's header-list limit
+    /// and the answer would arrive as a broken transport (503) instead of the refusal it is.
     pub fn to_status(&self) -> tonic::Status {
-        let mut status = tonic::Status::new(self.code.grpc_code(), self.message.clone());
+        let message = crate::text::bounded(&self.message, MAX_STATUS_MESSAGE_BYTES);
+        let mut status = tonic::Status::new(self.code.grpc_code(), message.into_owned());
         if let Ok(value) = self.code.as_str().parse() {
             status.metadata_mut().insert(CODE_METADATA_KEY, value);
         }
@@ -217,7 +221,10 @@ impl ApiError {
     }
 
     /// Reads an engine error back. A status without our code is the transport failing: the
-    /// engine is unreachable or broke, which the edge answers as 503 `engine_unavailable`.
+    /// engine is unreachable or broke, which the edge answers as 503 `engine_unavailable`. That
+    /// is the one place the edge makes `engine_unavailable`, so the cause is logged here, once
+    /// per answer: the gRPC code, its message and the transport error under it (never request
+    /// metadata, so never the engine credential).
     pub fn from_status(status: &tonic::Status) -> ApiError {
         let code = status
             .metadata()
@@ -235,14 +242,40 @@ impl ApiError {
                 message: status.message().to_owned(),
                 retry_after_sec,
             },
-            None => ApiError::new(
-                ErrorCode::EngineUnavailable,
-                "the queue engine is not reachable right now; try again shortly",
-            )
-            .with_retry_after(2),
+            None => {
+                log_engine_unavailable(status);
+                ApiError::new(
+                    ErrorCode::EngineUnavailable,
+                    "the queue engine is not reachable right now; try again shortly",
+                )
+                .with_retry_after(2)
+            }
         }
     }
 }
+
+/// Logs why an engine call failed without an answer: the tonic code and message, and the chain
+/// of errors under it (a transport's connect or protocol error), each cut to a bounded length.
+fn log_engine_unavailable(status: &tonic::Status) {
+    let mut causes = String::new();
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if !causes.is_empty() {
+            causes.push_str(": ");
+        }
+        causes.push_str(&error.to_string());
+        source = error.source();
+    }
+    tracing::warn!(
+        grpc_code = ?status.code(),
+        grpc_message = %crate::text::bounded(status.message(), LOGGED_CAUSE_BYTES),
+        transport = %crate::text::bounded(&causes, LOGGED_CAUSE_BYTES),
+        "engine unavailable"
+    );
+}
+
+/// Longest piece of an engine failure (message, transport chain) put in the log.
+const LOGGED_CAUSE_BYTES: usize = 512;
 
 impl From<ApiError> for tonic::Status {
     fn from(error: ApiError) -> tonic::Status {
@@ -255,6 +288,10 @@ impl From<tonic::Status> for ApiError {
         ApiError::from_status(&status)
     }
 }
+
+/// Longest error message (bytes) the engine sends in a gRPC status: percent-encoded it stays
+/// well inside the 16 KiB header list a tonic client accepts, beside the other headers.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 1024;
 
 /// Same key as `qm_proto::CODE_METADATA_KEY`, kept here so core does not depend on proto.
 const CODE_METADATA_KEY: &str = "qm-code";
@@ -313,9 +350,88 @@ mod tests {
     }
 
     #[test]
+    fn a_status_message_is_bounded_whatever_the_error_says() {
+        let long = ApiError::new(ErrorCode::InvalidName, "\u{1F600}".repeat(100_000));
+        let status = long.to_status();
+        assert!(status.message().len() <= MAX_STATUS_MESSAGE_BYTES);
+        assert!(status.message().ends_with('…'));
+        let back = ApiError::from_status(&status);
+        assert_eq!(back.code, ErrorCode::InvalidName);
+        // A short message crosses unchanged.
+        let short = ApiError::new(ErrorCode::InvalidName, "name: too long");
+        assert_eq!(ApiError::from_status(&short.to_status()), short);
+    }
+
+    #[test]
     fn a_bare_transport_failure_reads_as_engine_unavailable() {
         let error = ApiError::from_status(&tonic::Status::unavailable("connection refused"));
         assert_eq!(error.code, ErrorCode::EngineUnavailable);
         assert_eq!(error.code.http_status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    /// Collects what a closure logs.
+    fn logs_of(action: impl FnOnce()) -> String {
+        #[derive(Clone, Default)]
+        struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, action);
+        let bytes = captured
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[test]
+    fn an_engine_failure_logs_its_cause_once_and_an_engine_refusal_does_not() {
+        let logs = logs_of(|| {
+            let status = tonic::Status::unauthenticated("the engine needs its credential");
+            ApiError::from_status(&status);
+        });
+        assert_eq!(logs.matches("engine unavailable").count(), 1, "{logs}");
+        assert!(logs.contains("WARN"), "{logs}");
+        assert!(logs.contains("Unauthenticated"), "{logs}");
+        assert!(logs.contains("the engine needs its credential"), "{logs}");
+
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "tcp connect refused");
+        let logs = logs_of(|| {
+            let status = tonic::Status::from_error(Box::new(io));
+            ApiError::from_status(&status);
+        });
+        assert!(logs.contains("tcp connect refused"), "{logs}");
+
+        let huge = tonic::Status::unavailable("y".repeat(100_000));
+        let logs = logs_of(|| {
+            ApiError::from_status(&huge);
+        });
+        assert!(
+            logs.len() < 2_000,
+            "the logged cause is bounded: {}",
+            logs.len()
+        );
+
+        // An answer with the engine's own code is a refusal, not an outage: nothing logged.
+        let logs = logs_of(|| {
+            ApiError::from_status(&ApiError::new(ErrorCode::InvalidName, "name: x").to_status());
+        });
+        assert!(logs.is_empty(), "{logs}");
     }
 }

@@ -13,6 +13,7 @@ pub mod line;
 pub mod room;
 pub mod shutdown;
 pub mod support_ref;
+pub mod text;
 pub mod token;
 
 pub use error::{ApiError, ErrorCode};

@@ -452,7 +452,10 @@ fn read_rate_fields(object: &Map<String, Value>) -> Result<Option<u32>, ApiError
 fn unknown_field(key: &str, route: &str) -> ApiError {
     ApiError::new(
         ErrorCode::UnknownField,
-        format!("{key:?} is not a field of {route}; nothing was changed"),
+        format!(
+            "{} is not a field of {route}; nothing was changed",
+            crate::text::echo(key)
+        ),
     )
 }
 

@@ -220,13 +220,26 @@ impl Keyring {
     ) -> Result<VisitorClaims, TokenError> {
         let payload = self.verify(Purpose::Visitor, token)?;
         let claims = VisitorClaims::from_payload(&payload)?;
-        if claims.iat > now_ms + 60_000 {
-            return Err(TokenError::FromTheFuture);
-        }
-        if now_ms - claims.iat > (max_age_sec as i64).saturating_mul(1000) {
-            return Err(TokenError::TooOld);
-        }
+        check_age(claims.iat, now_ms, max_age_sec)?;
         Ok(claims)
+    }
+}
+
+/// The age rule of a signed instant: at most `max_age_sec` old and at most 60 s ahead of
+/// `now_ms`. `iat` is whatever the signer wrote, so every step is checked arithmetic: a plain
+/// `now_ms - iat` wraps for an extreme iat (i64::MIN) in a release build, and the wrapped
+/// negative age would pass.
+pub fn check_age(iat: i64, now_ms: i64, max_age_sec: u64) -> Result<(), TokenError> {
+    if iat > now_ms.saturating_add(60_000) {
+        return Err(TokenError::FromTheFuture);
+    }
+    let max_age_ms = i64::try_from(max_age_sec)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1000);
+    match now_ms.checked_sub(iat) {
+        Some(age_ms) if age_ms <= max_age_ms => Ok(()),
+        // No age fits in an i64: older than any limit.
+        _ => Err(TokenError::TooOld),
     }
 }
 
@@ -442,6 +455,45 @@ mod tests {
             keyring.verify_visitor(&token, NOW - 60_001, 60),
             Err(TokenError::FromTheFuture)
         );
+    }
+
+    #[test]
+    fn an_extreme_iat_is_refused_not_wrapped() {
+        let keyring = Keyring::new(secret("s1"), None, false);
+        for iat in [i64::MIN, i64::MIN + 1, -1, 0] {
+            let token = keyring.sign_visitor(&claims(iat));
+            assert_eq!(
+                keyring.verify_visitor(&token, NOW, 86_400),
+                Err(TokenError::TooOld),
+                "iat {iat}"
+            );
+        }
+        for iat in [i64::MAX, i64::MAX - 1, NOW + 60_001] {
+            let token = keyring.sign_visitor(&claims(iat));
+            assert_eq!(
+                keyring.verify_visitor(&token, NOW, 86_400),
+                Err(TokenError::FromTheFuture),
+                "iat {iat}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_age_rule_holds_at_the_edges_of_the_clock_and_the_limit() {
+        // A clock at either end of the range never overflows.
+        assert_eq!(check_age(i64::MIN, i64::MAX, 60), Err(TokenError::TooOld));
+        assert_eq!(check_age(i64::MAX, i64::MAX, 60), Ok(()));
+        assert_eq!(check_age(i64::MIN, i64::MIN, 60), Ok(()));
+        assert_eq!(
+            check_age(i64::MAX, i64::MIN, 60),
+            Err(TokenError::FromTheFuture)
+        );
+        // A limit past i64 (a typo in the setting) means "no limit", not "everything is old".
+        assert_eq!(check_age(0, NOW, u64::MAX), Ok(()));
+        assert_eq!(check_age(NOW - 1_000, NOW, 1), Ok(()));
+        assert_eq!(check_age(NOW - 1_001, NOW, 1), Err(TokenError::TooOld));
+        assert_eq!(check_age(NOW, NOW, 0), Ok(()));
+        assert_eq!(check_age(NOW - 1, NOW, 0), Err(TokenError::TooOld));
     }
 
     #[test]

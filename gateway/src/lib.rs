@@ -7,6 +7,8 @@ mod body_fields;
 mod check;
 mod cookies;
 mod events;
+#[doc(hidden)]
+pub mod fuzzing;
 mod health;
 mod hub;
 mod join_form;

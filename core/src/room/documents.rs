@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::MAX_RATE_PER_MINUTE;
 use super::fields::{MAX_URL_LEN, field_error};
+use crate::text::{TextKind, check_operator_text, echo};
 use crate::{ApiError, ErrorCode};
 
 /// Most URL scope rules per room, longest rule, most wildcards per rule.
@@ -86,7 +87,8 @@ fn only_keys(
             code,
             field,
             format!(
-                "{key:?} is not a key of {field}; allowed: {}",
+                "{} is not a key of {field}; allowed: {}",
+                echo(key),
                 allowed.join(", ")
             ),
         )),
@@ -125,15 +127,16 @@ pub(super) fn branding(
     only_keys(object, KEYS, "branding", ErrorCode::InvalidBranding)?;
 
     let mut branding = Branding {
-        title: text_key(object, "title", 120)?,
-        logo_url: text_key(object, "logoUrl", MAX_URL_LEN)?,
-        primary_color: text_key(object, "primaryColor", 7)?,
-        accent_color: text_key(object, "accentColor", 7)?,
-        background_color: text_key(object, "backgroundColor", 7)?,
-        text_color: text_key(object, "textColor", 7)?,
-        message: text_key(object, "message", 2000)?,
+        title: text_key(object, "title", 120, TextKind::Line)?,
+        logo_url: text_key(object, "logoUrl", MAX_URL_LEN, TextKind::Line)?,
+        primary_color: text_key(object, "primaryColor", 7, TextKind::Line)?,
+        accent_color: text_key(object, "accentColor", 7, TextKind::Line)?,
+        background_color: text_key(object, "backgroundColor", 7, TextKind::Line)?,
+        text_color: text_key(object, "textColor", 7, TextKind::Line)?,
+        // Shown as paragraphs: the operator may break lines.
+        message: text_key(object, "message", 2000, TextKind::Paragraph)?,
         message_at: None,
-        support_text: text_key(object, "supportText", 500)?,
+        support_text: text_key(object, "supportText", 500, TextKind::Paragraph)?,
     };
     if let Some(logo_url) = &branding.logo_url {
         check_logo_url(logo_url)?;
@@ -150,7 +153,7 @@ pub(super) fn branding(
             return Err(field_error(
                 ErrorCode::InvalidBranding,
                 &format!("branding.{key}"),
-                format!("{color:?} is not a #rgb or #rrggbb colour"),
+                format!("{} is not a #rgb or #rrggbb colour", echo(color)),
             ));
         }
     }
@@ -163,16 +166,26 @@ pub(super) fn branding(
     Ok(Some(branding))
 }
 
-/// An optional string key of branding; `null` and `""` both mean absent.
+/// An optional string key of branding; `null` and `""` both mean absent. Control characters are
+/// refused as `kind` says.
 fn text_key(
     object: &Map<String, Value>,
     key: &str,
     max_chars: usize,
+    kind: TextKind,
 ) -> Result<Option<String>, ApiError> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) if text.is_empty() => Ok(None),
-        Some(Value::String(text)) if text.chars().count() <= max_chars => Ok(Some(text.clone())),
+        Some(Value::String(text)) if text.chars().count() <= max_chars => {
+            check_operator_text(
+                &format!("branding.{key}"),
+                text,
+                kind,
+                ErrorCode::InvalidBranding,
+            )?;
+            Ok(Some(text.clone()))
+        }
         Some(Value::String(_)) => Err(field_error(
             ErrorCode::InvalidBranding,
             &format!("branding.{key}"),
@@ -385,7 +398,7 @@ pub(super) fn url_patterns(value: &Value) -> Result<Vec<String>, ApiError> {
                 return Err(field_error(code, &field, "must be a string"));
             };
             check_url_pattern(rule)
-                .map_err(|why| field_error(code, &field, format!("{rule:?} {why}")))?;
+                .map_err(|why| field_error(code, &field, format!("{} {why}", echo(rule))))?;
             Ok(rule.to_owned())
         })
         .collect()
@@ -407,7 +420,7 @@ fn check_url_pattern(rule: &str) -> Result<(), String> {
         .chars()
         .any(|character| character.is_whitespace() || character.is_control())
     {
-        return Err("must not contain whitespace".to_owned());
+        return Err("must not contain whitespace or control characters".to_owned());
     }
     let body = rule.strip_prefix('!').unwrap_or(rule);
     if body.is_empty() {

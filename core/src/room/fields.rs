@@ -6,6 +6,7 @@ use serde_json::Value;
 use url::Url;
 
 use super::{BackendDownPolicy, RoomState};
+use crate::text::{TextKind, check_operator_text, echo, echo_value};
 use crate::{ApiError, ErrorCode};
 
 /// Longest `targetUrl` (and `logoUrl`).
@@ -32,7 +33,10 @@ pub(super) fn integer(
         _ => Err(field_error(
             code,
             field,
-            format!("must be a whole number from {min} to {max}, got {value}"),
+            format!(
+                "must be a whole number from {min} to {max}, got {}",
+                echo_value(value)
+            ),
         )),
     }
 }
@@ -54,7 +58,10 @@ pub(super) fn nullable_integer(
             field_error(
                 code,
                 field,
-                format!("must be null or a whole number from {min} to {max}, got {value}"),
+                format!(
+                    "must be null or a whole number from {min} to {max}, got {}",
+                    echo_value(value)
+                ),
             )
         })
 }
@@ -71,7 +78,10 @@ pub(super) fn per_ip_cap(
             field_error(
                 code,
                 field,
-                format!("must be null (unlimited) or a whole number from 1 to 100000, got {value}"),
+                format!(
+                    "must be null (unlimited) or a whole number from 1 to 100000, got {}",
+                    echo_value(value)
+                ),
             )
         })
 }
@@ -83,8 +93,9 @@ pub(super) fn room_id(value: &Value) -> Result<String, ApiError> {
             ErrorCode::InvalidRoomId,
             "id",
             format!(
-                "must be 1-{} characters of A-Z a-z 0-9 _ -, got {value}",
-                crate::ids::ROOM_ID_MAX_LEN
+                "must be 1-{} characters of A-Z a-z 0-9 _ -, got {}",
+                crate::ids::ROOM_ID_MAX_LEN,
+                echo_value(value)
             ),
         )),
     }
@@ -99,6 +110,7 @@ pub(super) fn name(value: &Value) -> Result<String, ApiError> {
             "must be a non-empty string of at most 120 characters",
         ));
     }
+    check_operator_text("name", name, TextKind::Line, ErrorCode::InvalidName)?;
     Ok(name.to_owned())
 }
 
@@ -111,6 +123,12 @@ pub(super) fn target_url(value: &Value) -> Result<String, ApiError> {
     if text.len() > MAX_URL_LEN {
         return Err(invalid("is longer than 2048 characters"));
     }
+    check_operator_text(
+        "targetUrl",
+        text,
+        TextKind::Line,
+        ErrorCode::InvalidTargetUrl,
+    )?;
     if text.trim() != text || text.chars().any(char::is_whitespace) {
         return Err(invalid("must not contain whitespace"));
     }
@@ -141,7 +159,7 @@ pub(super) fn proxy_origin(value: &Value) -> Result<Option<String>, ApiError> {
         field_error(
             ErrorCode::InvalidProxyOrigin,
             "proxyOrigin",
-            format!("{text:?} {why}"),
+            format!("{} {why}", echo(text)),
         )
     })
 }
@@ -185,7 +203,7 @@ pub(super) fn origin_list(
             field_error(
                 code,
                 &format!("{field}[{index}]"),
-                format!("{text:?} {why}"),
+                format!("{} {why}", echo(text)),
             )
         })?;
         if !origins.contains(&origin) {
@@ -200,6 +218,9 @@ pub(super) fn origin_list(
 pub(super) fn parse_origin(text: &str) -> Result<String, &'static str> {
     if text.chars().any(char::is_whitespace) {
         return Err("must not contain whitespace");
+    }
+    if crate::text::first_control_character(text, TextKind::Line).is_some() {
+        return Err("must not contain control characters (NUL, U+0001-U+001F, DEL, U+0080-U+009F)");
     }
     let url = Url::parse(text).map_err(|_| "is not an origin like https://shop.example.com")?;
     if !matches!(url.scheme(), "http" | "https") {
@@ -231,7 +252,8 @@ pub(super) fn opens_at(value: &Value) -> Result<Option<i64>, ApiError> {
             ErrorCode::InvalidOpensAt,
             "opensAt",
             format!(
-                "must be null, an epoch-milliseconds integer or an ISO-8601 instant like 2026-05-01T09:00:00Z, got {value}"
+                "must be null, an epoch-milliseconds integer or an ISO-8601 instant like 2026-05-01T09:00:00Z, got {}",
+                echo_value(value)
             ),
         )
     };
@@ -241,13 +263,21 @@ pub(super) fn opens_at(value: &Value) -> Result<Option<i64>, ApiError> {
             Some(ms) if (0..=MAX_INSTANT_MS).contains(&ms) => Ok(Some(ms)),
             _ => Err(invalid()),
         },
-        Value::String(text) => match chrono::DateTime::parse_from_rfc3339(text.trim()) {
-            Ok(instant) if (0..=MAX_INSTANT_MS).contains(&instant.timestamp_millis()) => {
-                Ok(Some(instant.timestamp_millis()))
-            }
-            _ => Err(invalid()),
-        },
+        Value::String(text) => {
+            check_operator_text("opensAt", text, TextKind::Line, ErrorCode::InvalidOpensAt)?;
+            opens_at_text(text).ok_or_else(invalid).map(Some)
+        }
         _ => Err(invalid()),
+    }
+}
+
+/// An RFC 3339 instant (surrounding whitespace ignored) within the accepted range, as epoch ms.
+fn opens_at_text(text: &str) -> Option<i64> {
+    match chrono::DateTime::parse_from_rfc3339(text.trim()) {
+        Ok(instant) if (0..=MAX_INSTANT_MS).contains(&instant.timestamp_millis()) => {
+            Some(instant.timestamp_millis())
+        }
+        _ => None,
     }
 }
 
@@ -269,7 +299,10 @@ pub(super) fn on_backend_down(value: &Value) -> Result<BackendDownPolicy, ApiErr
         _ => Err(field_error(
             ErrorCode::InvalidOnBackendDown,
             "onBackendDown",
-            format!("must be \"closed\" (the default) or \"open\", got {value}"),
+            format!(
+                "must be \"closed\" (the default) or \"open\", got {}",
+                echo_value(value)
+            ),
         )),
     }
 }

@@ -33,7 +33,10 @@ impl RoomState {
             "bypass" => Ok(RoomState::Bypass),
             _ => Err(ApiError::new(
                 ErrorCode::InvalidState,
-                format!("state: {text:?} is not a room state; use active, paused or bypass"),
+                format!(
+                    "state: {} is not a room state; use active, paused or bypass",
+                    crate::text::echo(text)
+                ),
             )),
         }
     }

@@ -660,3 +660,154 @@ fn schedule_body() {
         Err(ErrorCode::InvalidPreQueueMaxPerIp)
     );
 }
+
+/// A field family of the control-character test: the field, a body holding the given text in
+/// it, and the code its refusal carries.
+type Family = (&'static str, Box<dyn Fn(&str) -> Value>, ErrorCode);
+
+/// Every string the room document stores, with the code its refusal carries. A control
+/// character in any of them is refused with that code, and the message names the character.
+#[test]
+fn control_characters_are_refused_in_every_operator_string() {
+    let families: Vec<Family> = vec![
+        (
+            "name",
+            Box::new(|text| json!({"name": format!("Big {text}drop")})),
+            ErrorCode::InvalidName,
+        ),
+        (
+            "targetUrl",
+            Box::new(|text| json!({"targetUrl": format!("https://shop.example.com/a{text}b")})),
+            ErrorCode::InvalidTargetUrl,
+        ),
+        (
+            "proxyOrigin",
+            Box::new(|text| json!({"proxyOrigin": format!("https://in{text}ternal.example")})),
+            ErrorCode::InvalidProxyOrigin,
+        ),
+        (
+            "returnOrigins",
+            Box::new(|text| json!({"returnOrigins": [format!("https://a{text}.example")]})),
+            ErrorCode::InvalidReturnOrigins,
+        ),
+        (
+            "tagOrigins",
+            Box::new(|text| json!({"tagOrigins": [format!("https://a{text}.example")]})),
+            ErrorCode::InvalidTagOrigins,
+        ),
+        (
+            "urlPatterns",
+            Box::new(|text| json!({"urlPatterns": [format!("/checkout{text}")]})),
+            ErrorCode::InvalidUrlPattern,
+        ),
+        (
+            "opensAt",
+            Box::new(|text| json!({"opensAt": format!("2030-01-01T00:00:00Z{text}")})),
+            ErrorCode::InvalidOpensAt,
+        ),
+        (
+            "state",
+            Box::new(|text| json!({"state": format!("active{text}")})),
+            ErrorCode::InvalidState,
+        ),
+        (
+            "onBackendDown",
+            Box::new(|text| json!({"onBackendDown": format!("open{text}")})),
+            ErrorCode::InvalidOnBackendDown,
+        ),
+    ];
+    let mut branding_keys: Vec<Family> = Vec::new();
+    for key in ["title", "logoUrl", "message", "supportText", "primaryColor"] {
+        branding_keys.push((
+            key,
+            Box::new(move |text| {
+                let value = match key {
+                    "logoUrl" => format!("/logo{text}.png"),
+                    "primaryColor" => format!("#abc{text}"),
+                    _ => format!("Doors at {text}six"),
+                };
+                json!({"branding": {key: value}})
+            }),
+            ErrorCode::InvalidBranding,
+        ));
+    }
+    for (field, body, code) in families.iter().chain(branding_keys.iter()) {
+        for refused in ["\0", "\u{1}", "\u{1B}[31m", "\u{7F}", "\u{85}", "\u{9F}"] {
+            let error = update(body(refused)).expect_err("a control character is refused");
+            assert_eq!(
+                error.code, *code,
+                "{field} with {refused:?}: {}",
+                error.message
+            );
+            assert!(
+                !error.message.contains(refused),
+                "{field}: the raw character is never echoed: {:?}",
+                error.message
+            );
+        }
+        // The same body without the character is accepted (the character was the fault).
+        assert!(update(body("")).is_ok(), "{field} is fine without it");
+    }
+    // Only the two paragraph texts keep line breaks and tabs.
+    for key in ["message", "supportText"] {
+        let room = update(json!({"branding": {key: "Line one\r\nLine two\tend"}}))
+            .expect("a paragraph may break lines");
+        assert!(room.branding.is_some());
+    }
+    for line in [
+        json!({"branding": {"title": "a\nb"}}),
+        json!({"name": "a\nb"}),
+    ] {
+        assert!(update(line.clone()).is_err(), "{line}");
+    }
+    // A NUL in a name says which character and where, not the name.
+    let error = update(json!({"name": "secret\0name"})).expect_err("NUL");
+    assert!(
+        error.message.contains("U+0000 at character 7"),
+        "{}",
+        error.message
+    );
+    assert!(!error.message.contains("secret"), "{}", error.message);
+    // The schedule route reads the same fields with the same rules.
+    let error = apply_schedule(&base(), &json!({"opensAt": "2030-01-01\0"})).expect_err("NUL");
+    assert_eq!(error.code, ErrorCode::InvalidOpensAt);
+}
+
+/// A refusal quotes at most 64 characters of the value it refuses, whatever its size or type.
+#[test]
+fn a_refused_value_is_echoed_bounded() {
+    let huge = "x".repeat(100_000);
+    let bodies = [
+        json!({"ratePerMinute": huge}),
+        json!({"maxConcurrent": huge}),
+        json!({"passedTtlSec": vec![huge.clone()]}),
+        json!({"queueMaxPerIp": huge}),
+        json!({"presenceSec": huge}),
+        json!({"proxyOrigin": huge}),
+        json!({"returnOrigins": [huge]}),
+        json!({"urlPatterns": [huge]}),
+        json!({"opensAt": huge}),
+        json!({"state": huge}),
+        json!({"onBackendDown": huge}),
+        json!({"id": huge}),
+        json!({"targetUrl": huge}),
+        json!({"name": huge}),
+        json!({"branding": {huge.clone(): 1}}),
+        json!({"branding": {"message": huge}}),
+        json!({"autotune": {huge.clone(): true}}),
+        json!({huge.clone(): 1}),
+    ];
+    for body in bodies {
+        let error = update(body).expect_err("refused");
+        assert!(
+            error.message.len() < 400,
+            "{:?}: a {}-byte message",
+            error.code,
+            error.message.len()
+        );
+    }
+    let error = apply_schedule(&base(), &json!({"preQueueMaxPerIp": huge})).expect_err("refused");
+    assert!(error.message.len() < 400, "{}", error.message.len());
+    let error = RoomState::parse(&huge).expect_err("refused");
+    assert!(error.message.len() < 400, "{}", error.message.len());
+}

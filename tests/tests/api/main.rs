@@ -12,12 +12,14 @@ mod events;
 mod health;
 mod identity;
 mod notify;
+mod operator_input;
 mod outflow;
 mod pages;
 mod presence;
 mod protection;
 mod refresh;
 mod routing;
+mod security_logs;
 mod visitor;
 mod visitors;
 
