@@ -3,6 +3,7 @@
 //! the `qm-code` metadata of a tonic `Status`, and [`ApiError::from_status`] reads it back.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use http::StatusCode;
 
@@ -266,13 +267,30 @@ fn log_engine_unavailable(status: &tonic::Status) {
         causes.push_str(&error.to_string());
         source = error.source();
     }
+    // During an outage every call fails alike: one line a second for each gRPC code says why,
+    // and how many answers it stands for, instead of one line per visitor.
+    let slot = (status.code() as usize).min(ENGINE_UNAVAILABLE_LOGGED_SEC.len() - 1);
+    let now_sec = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    if ENGINE_UNAVAILABLE_LOGGED_SEC[slot].swap(now_sec, Ordering::Relaxed) == now_sec {
+        ENGINE_UNAVAILABLE_UNLOGGED[slot].fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let also = ENGINE_UNAVAILABLE_UNLOGGED[slot].swap(0, Ordering::Relaxed);
     tracing::warn!(
         grpc_code = ?status.code(),
         grpc_message = %crate::text::bounded(status.message(), LOGGED_CAUSE_BYTES),
         transport = %crate::text::bounded(&causes, LOGGED_CAUSE_BYTES),
+        unlogged_since_last = also,
         "engine unavailable"
     );
 }
+
+/// Per gRPC code (17 of them): the second of the last `engine unavailable` line, and the
+/// answers since that had none.
+static ENGINE_UNAVAILABLE_LOGGED_SEC: [AtomicU64; 17] = [const { AtomicU64::new(0) }; 17];
+static ENGINE_UNAVAILABLE_UNLOGGED: [AtomicU64; 17] = [const { AtomicU64::new(0) }; 17];
 
 /// Longest piece of an engine failure (message, transport chain) put in the log.
 const LOGGED_CAUSE_BYTES: usize = 512;
