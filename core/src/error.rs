@@ -452,4 +452,19 @@ mod tests {
         });
         assert!(logs.is_empty(), "{logs}");
     }
+
+    #[test]
+    fn an_outage_logs_a_line_a_second_per_cause_not_one_per_answer() {
+        // DeadlineExceeded: a code no other test here logs.
+        let logs = logs_of(|| {
+            for _ in 0..500 {
+                ApiError::from_status(&tonic::Status::deadline_exceeded("engine call timed out"));
+            }
+        });
+        let lines = logs.matches("engine unavailable").count();
+        assert!(
+            (1..=2).contains(&lines),
+            "500 answers in well under two seconds: {lines} lines\n{logs}"
+        );
+    }
 }
