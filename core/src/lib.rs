@@ -11,6 +11,7 @@ pub mod eta;
 pub mod ids;
 pub mod line;
 pub mod room;
+pub mod scope;
 pub mod shutdown;
 pub mod support_ref;
 pub mod text;
