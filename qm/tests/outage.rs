@@ -19,8 +19,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use qm_tests::process::{EngineProcess, free_addr};
 use qm_tests::servers::{TcpProxy, ValkeyOptions, rewrite_port};
+use qm_tests::tokens::token_ticket;
 use qm_tests::{Backing, TestApp, room_body, spawn_edge, test_env};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 
 const ROOM: &str = "outage";
@@ -108,38 +109,6 @@ async fn worker(edge: &TestApp, burst: &Burst) {
             tokio::time::sleep(REFUSED_PAUSE).await;
         }
     }
-}
-
-/// The ticket `n` a visitor token carries (`base64url(payload).mac`).
-fn token_ticket(token: &str) -> Option<u64> {
-    let payload = token.split('.').next()?;
-    let json: Value = serde_json::from_slice(&decode_base64url(payload)?).ok()?;
-    json["n"].as_u64()
-}
-
-/// Unpadded base64url, as the tokens use it.
-fn decode_base64url(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut bits: u32 = 0;
-    let mut bit_count = 0;
-    for byte in text.bytes() {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        };
-        bits = (bits << 6) | u32::from(value);
-        bit_count += 6;
-        if bit_count >= 8 {
-            bit_count -= 8;
-            out.push((bits >> bit_count) as u8);
-            bits &= (1 << bit_count) - 1;
-        }
-    }
-    Some(out)
 }
 
 async fn healthz(edge: &TestApp) -> u16 {

@@ -6,16 +6,88 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
+
+/// One `qm <target>` child with a fixed environment, its stderr appended to a log file that is
+/// removed when the child is dropped: what the engine and admin processes share.
+struct QmChild {
+    binary: PathBuf,
+    target: &'static str,
+    env: HashMap<String, String>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl QmChild {
+    fn new(
+        binary: PathBuf,
+        target: &'static str,
+        env: HashMap<String, String>,
+        port: u16,
+    ) -> QmChild {
+        let log =
+            std::env::temp_dir().join(format!("qm-{target}-{}-{port}.log", std::process::id()));
+        QmChild {
+            binary,
+            target,
+            env,
+            log,
+            child: None,
+        }
+    }
+
+    /// Kills a running child, then starts a new one.
+    fn spawn(&mut self) {
+        self.kill9();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap_or_else(|error| panic!("open the {} log: {error}", self.target));
+        let child = Command::new(&self.binary)
+            .arg(self.target)
+            .env_clear()
+            .envs(&self.env)
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start the qm binary");
+        self.child = Some(child);
+    }
+
+    /// How the child ended, if it has.
+    fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+impl Drop for QmChild {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
 
 /// A running (or killed) engine process.
 pub struct EngineProcess {
-    binary: PathBuf,
-    env: HashMap<String, String>,
     addr: SocketAddr,
-    log: PathBuf,
-    child: Option<Child>,
+    process: QmChild,
 }
 
 /// A free loopback address for an engine.
@@ -33,17 +105,11 @@ impl EngineProcess {
         env: &HashMap<String, String>,
         addr: SocketAddr,
     ) -> EngineProcess {
-        let log = std::env::temp_dir().join(format!(
-            "qm-engine-{}-{}.log",
-            std::process::id(),
-            addr.port()
-        ));
+        let mut env = env.clone();
+        env.insert("ENGINE_ADDR".to_owned(), addr.to_string());
         let mut engine = EngineProcess {
-            binary: binary.into(),
-            env: env.clone(),
             addr,
-            log,
-            child: None,
+            process: QmChild::new(binary.into(), "engine", env, addr.port()),
         };
         engine.restart().await;
         engine
@@ -55,24 +121,7 @@ impl EngineProcess {
 
     /// Starts the process again (after a kill) and waits until it serves.
     pub async fn restart(&mut self) {
-        self.kill9();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("open the engine log");
-        let child = Command::new(&self.binary)
-            .arg("engine")
-            .env_clear()
-            .envs(&self.env)
-            .env("ENGINE_ADDR", self.addr.to_string())
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start the qm binary");
-        self.child = Some(child);
+        self.process.spawn();
         self.wait_serving(Duration::from_secs(20)).await;
     }
 
@@ -85,9 +134,7 @@ impl EngineProcess {
             if qm_proto::client::engine_ready(channel).await.is_ok() {
                 return;
             }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
+            if let Some(status) = self.process.exited() {
                 panic!("the engine exited with {status}; log:\n{}", self.log_tail());
             }
             if tokio::time::Instant::now() > deadline {
@@ -102,34 +149,19 @@ impl EngineProcess {
 
     /// SIGKILL, and wait for the process to be gone.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill9();
     }
 
     /// The last lines the engine logged.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-}
-
-impl Drop for EngineProcess {
-    fn drop(&mut self) {
-        self.kill9();
-        let _ = std::fs::remove_file(&self.log);
+        self.process.log_tail()
     }
 }
 
 /// A running (or killed) `qm admin` process on a fixed loopback port.
 pub struct AdminProcess {
-    binary: PathBuf,
-    env: HashMap<String, String>,
     port: u16,
-    log: PathBuf,
-    child: Option<Child>,
+    process: QmChild,
 }
 
 impl AdminProcess {
@@ -145,13 +177,9 @@ impl AdminProcess {
         env.insert("ENGINE_ADDR".to_owned(), engine.to_string());
         env.insert("ADMIN_HOST".to_owned(), "127.0.0.1".to_owned());
         env.insert("ADMIN_PORT".to_owned(), port.to_string());
-        let log = std::env::temp_dir().join(format!("qm-admin-{}-{port}.log", std::process::id()));
         let mut admin = AdminProcess {
-            binary: binary.into(),
-            env,
             port,
-            log,
-            child: None,
+            process: QmChild::new(binary.into(), "admin", env, port),
         };
         admin.restart().await;
         admin
@@ -164,23 +192,7 @@ impl AdminProcess {
 
     /// Starts the process again (after a kill) and waits until `/healthz` answers 200.
     pub async fn restart(&mut self) {
-        self.kill9();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("open the admin log");
-        let child = Command::new(&self.binary)
-            .arg("admin")
-            .env_clear()
-            .envs(&self.env)
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start the qm binary");
-        self.child = Some(child);
+        self.process.spawn();
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
             .build()
@@ -191,9 +203,7 @@ impl AdminProcess {
             if health.is_ok_and(|response| response.status() == 200) {
                 return;
             }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
+            if let Some(status) = self.process.exited() {
                 panic!("qm admin exited with {status}; log:\n{}", self.log_tail());
             }
             assert!(
@@ -207,23 +217,11 @@ impl AdminProcess {
 
     /// SIGKILL, and wait for the process to be gone.
     pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        self.process.kill9();
     }
 
     /// The last lines the admin process logged.
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
-}
-
-impl Drop for AdminProcess {
-    fn drop(&mut self) {
-        self.kill9();
-        let _ = std::fs::remove_file(&self.log);
+        self.process.log_tail()
     }
 }

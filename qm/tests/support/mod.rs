@@ -491,38 +491,7 @@ pub(crate) async fn burst_around<T>(
     }
 }
 
-/// The ticket `n` of a visitor token: `base64url(json payload) "." mac`.
-pub(crate) fn token_ticket(token: &str) -> Option<u64> {
-    let payload = token.split('.').next()?;
-    let json = base64url_decode(payload)?;
-    let value: Value = serde_json::from_slice(&json).ok()?;
-    value["n"].as_u64()
-}
-
-/// Unpadded (or padded) base64url.
-fn base64url_decode(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut buffer = 0_u32;
-    let mut bits = 0;
-    for byte in text.trim_end_matches('=').bytes() {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'-' => 62,
-            b'_' => 63,
-            _ => return None,
-        };
-        buffer = (buffer << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((buffer >> bits) as u8);
-            buffer &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
+pub(crate) use qm_tests::tokens::token_ticket;
 
 // ---------------------------------------------------------------------------------------------
 // Judging a history
