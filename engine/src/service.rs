@@ -256,6 +256,7 @@ impl Engine for EngineService {
                 generation: answer.generation,
                 target_url: answer.target_url,
                 tag_origins: answer.tag_origins,
+                ..CheckReply::default()
             },
             None => CheckReply {
                 room_found: false,

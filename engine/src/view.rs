@@ -57,5 +57,7 @@ pub(crate) fn room_info(room: &Room, now_ms: i64) -> RoomInfoReply {
         effective_state: room.effective_state(now_ms).as_str().to_owned(),
         generation: room.generation(),
         opens_at_ms: config.opens_at,
+        proxy_origin: config.proxy_origin.clone().unwrap_or_default(),
+        on_backend_down: config.on_backend_down.as_str().to_owned(),
     }
 }

@@ -20,13 +20,14 @@ use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use qm_core::ErrorCode;
 use qm_core::config::Config;
 use qm_core::ids::is_valid_room_id;
-use qm_proto::{CheckRequest, RoomRef};
+use qm_proto::RoomRef;
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::GatewayState;
 use crate::cookies::{RequestCookies, queue_cookie_name};
+use crate::door::{self, DoorQuestion};
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams, public_base};
@@ -61,19 +62,20 @@ pub(crate) async fn check(
         }
     };
     let cookies = RequestCookies::from_headers(&headers);
-    let cookie_token = cookies.get(&queue_cookie_name(&room_id));
-    let token_check = state.token_check();
-    let presented = [query.non_empty("token"), cookie_token]
+    let question = DoorQuestion {
+        room_id: &room_id,
+        tokens: [
+            query.non_empty("token"),
+            cookies.get(&queue_cookie_name(&room_id)),
+        ]
         .into_iter()
         .flatten()
-        .find_map(|token| token_check.verify(token, Some(&room_id)));
-    let request = CheckRequest {
-        room_id: room_id.clone(),
-        claim: presented.as_ref().map(|place| place.engine_claim()),
-        session_hash: presented_session_hash(&cookies, &room_id),
+        .collect(),
+        ownership_hash: presented_session_hash(&cookies, &room_id),
         identity,
+        ..DoorQuestion::default()
     };
-    let reply = state.engine.clone().check(request).await?.into_inner();
+    let reply = door::ask(&state, question).await?.reply;
 
     let mut body = Map::new();
     if !reply.room_found {

@@ -6,6 +6,7 @@
 mod body_fields;
 mod check;
 mod cookies;
+mod door;
 mod events;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -71,3 +71,12 @@ pub enum BackendDownPolicy {
     Closed,
     Open,
 }
+
+impl BackendDownPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendDownPolicy::Closed => "closed",
+            BackendDownPolicy::Open => "open",
+        }
+    }
+}
