@@ -341,6 +341,7 @@ impl Engine for FakeEngine {
             generation: room.generation,
             target_url: TARGET_URL.into(),
             tag_origins: effective_tag_origins(room),
+            ..Default::default()
         }))
     }
 
@@ -407,6 +408,7 @@ impl Engine for FakeEngine {
                 effective_state: room.state.clone(),
                 generation: room.generation,
                 opens_at_ms: None,
+                ..Default::default()
             },
         };
         Ok(Response::new(reply))
