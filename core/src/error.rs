@@ -58,6 +58,7 @@ error_codes! {
     StorageUnavailable => "storage_unavailable", 503;
     InvalidToken => "invalid_token", 401;
     StaleTicket => "stale_ticket", 409;
+    InvalidSession => "invalid_session", 400;
     SseCapacity => "sse_capacity", 503;
     SsePerIpLimit => "sse_per_ip_limit", 429;
     // Any route.

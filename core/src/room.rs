@@ -235,10 +235,10 @@ impl RoomConfig {
                 ErrorCode::InvalidPassedTtlSec,
             )?;
         }
-        if let Some(ttl) = bounded("sessionTtlSec", 60, 86_400, ErrorCode::InvalidSessionTtlSec)? {
+        if let Some(ttl) = bounded("sessionTtlSec", 10, 86_400, ErrorCode::InvalidSessionTtlSec)? {
             next.session_ttl_sec = ttl;
         }
-        if let Some(max) = bounded("sessionMaxSec", 60, 86_400, ErrorCode::InvalidSessionMaxSec)? {
+        if let Some(max) = bounded("sessionMaxSec", 10, 86_400, ErrorCode::InvalidSessionMaxSec)? {
             next.session_max_sec = max;
         }
         if let (Some(ttl), Some(max)) = (next.session_ttl_sec, next.session_max_sec)

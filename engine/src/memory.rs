@@ -11,7 +11,7 @@ use qm_proto::{RoomInfoReply, StatsReply};
 
 use crate::Environment;
 use crate::domain::{
-    CheckAnswer, Claim, Command, LapseReason, Outcome, PlaceAnswer, Room, RoomEvent,
+    Claim, Command, DoorDecision, DoorInput, LapseReason, Outcome, PlaceAnswer, Room, RoomEvent,
 };
 use crate::rooms::{RoomTable, Slot};
 use crate::store::{RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
@@ -158,8 +158,12 @@ impl Store for MemoryStore {
         Box::pin(ready(Ok(answer)))
     }
 
-    fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>> {
-        let answer = self.read_live(&room_id, |room, now| room.check(claim.as_ref(), now));
+    fn door_read(
+        &self,
+        room_id: String,
+        input: DoorInput,
+    ) -> StoreFuture<'_, Option<DoorDecision>> {
+        let answer = self.read_live(&room_id, |room, now| room.door_decision(&input, now));
         if answer.is_none() {
             self.no_room_checks.fetch_add(1, Ordering::Relaxed);
         }

@@ -21,7 +21,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
-use crate::domain::{Claim, ClaimedPlace, JoinRequest, LookupKeys, PlaceAnswer, PlaceStatus};
+use crate::domain::{
+    Claim, ClaimedPlace, DoorInput, JoinRequest, LookupKeys, PlaceAnswer, PlaceStatus,
+};
 use crate::history::History;
 use crate::notify::Notifier;
 use crate::shutdown::stopped;
@@ -158,6 +160,16 @@ fn room_reply(room: &Value) -> RoomReply {
     }
 }
 
+/// A door key's digest as the edge computes it (64 lowercase hex digits); anything else is no
+/// key, so a malformed value can neither open nor match a session.
+fn digest_or_empty(digest: String) -> String {
+    let well_formed = digest.len() == 64
+        && digest
+            .bytes()
+            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
+    if well_formed { digest } else { String::new() }
+}
+
 fn checked_room_id(room_id: String) -> Result<String, ApiError> {
     if qm_core::ids::is_valid_room_id(&room_id) {
         Ok(room_id)
@@ -245,7 +257,15 @@ impl Engine for EngineService {
         let request = request.into_inner();
         let reply = match self
             .store
-            .check(request.room_id, claim_from_wire(request.claim))
+            .check(
+                request.room_id,
+                DoorInput {
+                    claim: claim_from_wire(request.claim),
+                    ownership_hash: request.session_hash,
+                    key_hash: digest_or_empty(request.door_key_hash),
+                    new_key_hash: digest_or_empty(request.new_door_key_hash),
+                },
+            )
             .await?
         {
             Some(answer) => CheckReply {
@@ -256,6 +276,9 @@ impl Engine for EngineService {
                 generation: answer.generation,
                 target_url: answer.target_url,
                 tag_origins: answer.tag_origins,
+                session_opened: answer.session_opened,
+                clear_token: answer.clear_token,
+                session_expires_at_ms: answer.session_expires_at_ms,
                 ..CheckReply::default()
             },
             None => CheckReply {

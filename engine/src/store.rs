@@ -18,8 +18,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::domain::{
-    CheckAnswer, Claim, Command, EjectedFrom, JoinRequest, Outcome, PlaceAnswer, PlaceStatus,
-    Purged, Room,
+    CheckAnswer, Claim, Command, DoorDecision, DoorInput, EjectedFrom, JoinRequest, Outcome,
+    PlaceAnswer, PlaceStatus, Purged, Room, RoomEvent,
 };
 
 /// What every store operation returns.
@@ -70,8 +70,10 @@ pub trait Store: Send + Sync + 'static {
         claim: Claim,
         session_hash: String,
     ) -> StoreFuture<'_, PlaceAnswer>;
-    /// The door check; `None` when the room does not exist (counted: the edge fails open).
-    fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>>;
+    /// The door's decision read from the room as this engine holds it; `None` when the room
+    /// does not exist (counted: the edge fails open).
+    fn door_read(&self, room_id: String, input: DoorInput)
+    -> StoreFuture<'_, Option<DoorDecision>>;
     /// One outflow slice for every room, for the calendar second of `now_ms`.
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()>;
     /// Subscribes to a room's views; a missing room reads `exists: false` until it is created.
@@ -85,6 +87,28 @@ pub trait Store: Send + Sync + 'static {
     /// journal, so it may miss a commit landing during the call, and its presence is this
     /// engine's sightings. `room_not_found` for a missing room.
     fn read_room<'a>(&'a self, room_id: String, read: RoomReader<'a>) -> StoreFuture<'a, ()>;
+
+    /// The door check: answered from the read copy unless it opens a door session or records
+    /// one's use, which run as [`Command::Door`] (decided again on the room as it stands). An
+    /// opening is answered only once it is as durable as the store makes changes; a refused
+    /// opening changes nothing, so a retry is admitted. A refused record of use still lets the
+    /// visitor through: it is bookkeeping, and the next check records it.
+    fn check(&self, room_id: String, input: DoorInput) -> StoreFuture<'_, Option<CheckAnswer>> {
+        Box::pin(async move {
+            let Some(decision) = self.door_read(room_id.clone(), input.clone()).await? else {
+                return Ok(None);
+            };
+            let Some(change) = decision.change else {
+                return Ok(Some(decision.answer));
+            };
+            match self.execute(room_id, Command::Door(input)).await {
+                Ok(Outcome::Door(answer)) => Ok(Some(answer)),
+                Ok(outcome) => Err(mismatched(&outcome)),
+                Err(_) if matches!(change, RoomEvent::DoorSeen { .. }) => Ok(Some(decision.answer)),
+                Err(refusal) => Err(refusal),
+            }
+        })
+    }
 
     /// Whether the store can persist changes now, as it changes (`None`: always ready).
     fn readiness(&self) -> Option<watch::Receiver<bool>> {

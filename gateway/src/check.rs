@@ -1,11 +1,13 @@
 //! GET /api/check: the door check a snippet or an edge connector runs before a protected page.
-//! It answers pass or queue from the engine; an unknown room passes (fail open). `?ip=&agent=`
-//! vouch for another client and need the Bearer public API key (or ADMIN_KEY); no key is ever
-//! accepted from a URL. CHECK_LIMIT_PER_MIN limits checks per client address: the vouched
-//! address when vouched, so a connector's colo is not one shared budget. CORS: only the room's
-//! tag origins may read the answer, and the OPTIONS preflight makes the same decision from the
-//! room's info.
-
+//! It answers pass or queue from the engine; an unknown room passes (fail open). The pass that
+//! opens a door session answers its key as `sess`; later checks replay it (`X-QM-Session`,
+//! `?sess=`, or the inline host's `qm_dk_<room>` cookie) instead of the token, and `clearToken`
+//! tells the client to drop a token or key that is dead for good (see `door.rs` and the
+//! engine's `domain/door.rs`). `?ip=&agent=` vouch for another client and need the Bearer public
+//! API key (or ADMIN_KEY); no key is ever accepted from a URL. CHECK_LIMIT_PER_MIN limits
+//! checks per client address: the vouched address when vouched, so a connector's colo is not
+//! one shared budget. CORS: only the room's tag origins may read the answer, and the OPTIONS
+//! preflight makes the same decision from the room's info.
 use std::net::IpAddr;
 use std::time::Instant;
 
@@ -19,20 +21,22 @@ use http::header::{
 use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use qm_core::ErrorCode;
 use qm_core::config::Config;
-use qm_core::ids::is_valid_room_id;
+use qm_core::ids::{is_valid_room_id, is_valid_session_id};
 use qm_proto::RoomRef;
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::GatewayState;
-use crate::cookies::{RequestCookies, queue_cookie_name};
+use crate::cookies::{RequestCookies, door_cookie_name, queue_cookie_name};
 use crate::door::{self, DoorQuestion};
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams, public_base};
 use qm_http::AppError;
 
+/// The header the snippet replays a door-session key in.
+const DOOR_SESSION_HEADER: &str = "x-qm-session";
 /// The longest vouched address or agent taken from the query.
 const MAX_VOUCHED_LEN: usize = 256;
 
@@ -62,8 +66,10 @@ pub(crate) async fn check(
         }
     };
     let cookies = RequestCookies::from_headers(&headers);
+    let door_key = presented_door_key(&query, &headers, &cookies, &room_id)?;
     let question = DoorQuestion {
         room_id: &room_id,
+        door_key,
         tokens: [
             query.non_empty("token"),
             cookies.get(&queue_cookie_name(&room_id)),
@@ -75,7 +81,8 @@ pub(crate) async fn check(
         identity,
         ..DoorQuestion::default()
     };
-    let reply = door::ask(&state, question).await?.reply;
+    let answer = door::ask(&state, question).await?;
+    let reply = answer.reply;
 
     let mut body = Map::new();
     if !reply.room_found {
@@ -85,6 +92,12 @@ pub(crate) async fn check(
         body.insert("action".into(), json!(reply.action));
         if !reply.reason.is_empty() {
             body.insert("reason".into(), json!(reply.reason));
+        }
+        if let Some(key) = answer.new_key {
+            body.insert("sess".into(), json!(key));
+        }
+        if reply.clear_token {
+            body.insert("clearToken".into(), json!(true));
         }
         if reply.action == "queue" {
             body.insert(
@@ -154,6 +167,37 @@ pub(crate) async fn check_preflight(
     }
     apply_cors(response_headers, origin);
     response
+}
+
+/// The door-session key a check presents: the `X-QM-Session` header (what the snippet sends),
+/// else `?sess=`, else the room's `qm_dk_` cookie (an inline host). A key that is not a key's
+/// shape is refused rather than ignored, so a connector that mangles it finds out.
+fn presented_door_key<'a>(
+    query: &'a QueryParams,
+    headers: &'a HeaderMap,
+    cookies: &'a RequestCookies,
+    room_id: &str,
+) -> Result<Option<&'a str>, AppError> {
+    let header = match headers.get(DOOR_SESSION_HEADER) {
+        Some(value) => Some(value.to_str().map_err(|_| malformed_door_key())?),
+        None => None,
+    };
+    let presented = header
+        .or_else(|| query.non_empty("sess"))
+        .or_else(|| cookies.get(&door_cookie_name(room_id)))
+        .map(str::trim)
+        .filter(|key| !key.is_empty());
+    match presented {
+        Some(key) if !is_valid_session_id(key) => Err(malformed_door_key()),
+        key => Ok(key),
+    }
+}
+
+fn malformed_door_key() -> AppError {
+    AppError::new(
+        ErrorCode::InvalidSession,
+        "the door-session key (X-QM-Session, sess or qm_dk_) is not a key this server issues: drop it",
+    )
 }
 
 /// The credential rules, in order: a key in the URL is refused outright; vouching for another

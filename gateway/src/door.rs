@@ -53,7 +53,6 @@ pub(crate) struct DoorQuestion<'a> {
 pub(crate) struct DoorAnswer {
     pub(crate) reply: CheckReply,
     /// The door-session key to hand out (`sess`), only when the check opened or reclaimed one.
-    #[allow(dead_code)] // handed out once the engine opens door sessions
     pub(crate) new_key: Option<String>,
 }
 

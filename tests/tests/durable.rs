@@ -108,3 +108,61 @@ async fn a_join_the_journal_cannot_record_answers_503_with_retry_after() {
     );
     proxy.restore();
 }
+
+/// A pass that admits somebody is answered only once the admission is on disk: with the journal
+/// cut, the check that would open a door session answers 503 `storage_unavailable` without a
+/// key, and once the journal is back a retry is admitted (the refused opening was taken back,
+/// so the pass is not spent).
+#[tokio::test]
+async fn a_door_session_the_journal_cannot_record_is_refused_and_a_retry_is_admitted() {
+    let backing = Backing::start(ValkeyOptions::default()).await;
+    let proxy = TcpProxy::start(backing.database.server_addr()).await;
+    let proxied = rewrite_port(&backing.database.url(), proxy.addr());
+    let app = spawn_app_on(Some(backing), &[("DATABASE_URL", proxied.as_str())]).await;
+    app.create_room(room_body("door", 0, json!({}))).await;
+    let (joined, _) = app.join_as_new_visitor("door").await;
+    let token = joined.body["token"].as_str().expect("token").to_owned();
+    let flushed = app
+        .admin_post("/rooms/door/flush", json!({ "count": 1 }))
+        .await;
+    assert_eq!(flushed.status, 200, "{}", flushed.text);
+    let check = || {
+        app.send(
+            app.http
+                .get(format!("{}/api/check", app.gateway))
+                .query(&[("roomId", "door"), ("token", token.as_str())]),
+        )
+    };
+
+    proxy.cut();
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(30), check())
+        .await
+        .expect("the check answers while the journal is cut");
+    assert_eq!(
+        (refused.status, refused.code()),
+        (503, "storage_unavailable"),
+        "{}",
+        refused.text
+    );
+    assert!(refused.header("retry-after").is_some());
+    assert!(refused.body.get("sess").is_none(), "no key is handed out");
+    proxy.restore();
+
+    let admitted = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let reply = check().await;
+            if reply.status == 200 {
+                break reply;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .expect("a retry is answered once the journal is back");
+    assert_eq!(admitted.body["action"], "pass", "{}", admitted.text);
+    assert!(
+        admitted.body["sess"].as_str().is_some(),
+        "the retry opens the session: {}",
+        admitted.text
+    );
+}

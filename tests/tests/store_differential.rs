@@ -26,7 +26,7 @@ use proptest::test_runner::{Config, TestCaseError, TestError, TestRunner};
 use qm_core::ApiError;
 use qm_core::room::RoomState;
 use qm_engine::domain::{
-    CheckAnswer, Claim, ClaimedPlace, JoinRequest, LapseReason, PlaceAnswer, PlaceStatus,
+    CheckAnswer, Claim, ClaimedPlace, DoorInput, JoinRequest, LapseReason, PlaceAnswer, PlaceStatus,
 };
 use qm_engine::store::Store;
 use qm_engine::{DurableOptions, DurableStore, Environment, MemoryStore};
@@ -36,6 +36,8 @@ use serde_json::{Value, json};
 
 /// Ownership-cookie hashes a visitor may present ("" = none).
 const SESSIONS: [&str; 4] = ["", "sess-a", "sess-b", "sess-c"];
+/// Door-session key digests a check may present or offer.
+const DOOR_KEYS: [&str; 3] = ["key-a", "key-b", "key-c"];
 /// Client addresses that count for `queueMaxPerIp` ("" = exempt).
 const IDENTITIES: [&str; 5] = [
     "",
@@ -93,6 +95,7 @@ enum Patch {
     PassedTtl(u64),
     QueueMaxPerIp(Option<u32>),
     PresenceSec(Option<u64>),
+    SessionTtl(u64),
     State(RoomState),
     Name(u8),
     Invalid(u8),
@@ -130,8 +133,13 @@ enum Op {
         picks: [usize; 2],
         raw: u64,
     },
+    /// A door check: a token, a door-session key (one of [`DOOR_KEYS`]), the fresh key it
+    /// offers, and an ownership cookie.
     Check {
         claim: Option<ClaimPick>,
+        key: Option<usize>,
+        new_key: usize,
+        session: usize,
     },
     Update {
         patch: Patch,
@@ -229,6 +237,7 @@ fn patch() -> impl Strategy<Value = Patch> {
         1 => (30u64..=600).prop_map(Patch::PassedTtl),
         2 => proptest::option::of(1u32..=3).prop_map(Patch::QueueMaxPerIp),
         1 => presence_sec().prop_map(Patch::PresenceSec),
+        1 => (10u64..=120).prop_map(Patch::SessionTtl),
         2 => state().prop_map(Patch::State),
         1 => any::<u8>().prop_map(Patch::Name),
         1 => (0u8..5).prop_map(Patch::Invalid),
@@ -262,7 +271,13 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (claim_pick(), 0..SESSIONS.len())
             .prop_map(|(claim, session)| Op::Status { claim, session }),
         2 => (any::<[usize; 2]>(), 0u64..40).prop_map(|(picks, raw)| Op::Seen { picks, raw }),
-        2 => proptest::option::of(claim_pick()).prop_map(|claim| Op::Check { claim }),
+        4 => (
+            proptest::option::of(claim_pick()),
+            proptest::option::of(0..DOOR_KEYS.len()),
+            0..DOOR_KEYS.len(),
+            0..SESSIONS.len(),
+        )
+            .prop_map(|(claim, key, new_key, session)| Op::Check { claim, key, new_key, session }),
         2 => patch().prop_map(|patch| Op::Update { patch }),
         1 => Just(Op::Delete),
         1 => Just(Op::Recreate),
@@ -340,6 +355,9 @@ fn check_json(answer: &Option<CheckAnswer>, generation: u64) -> Value {
             "generationIsTheRoomsOwn": answer.generation == generation,
             "targetUrl": answer.target_url,
             "tagOrigins": answer.tag_origins,
+            "sessionOpened": answer.session_opened,
+            "clearToken": answer.clear_token,
+            "sessionExpiresAt": answer.session_expires_at_ms,
         }),
     }
 }
@@ -351,6 +369,7 @@ fn patch_body(room_id: &str, patch: Patch) -> Value {
         Patch::PassedTtl(ttl) => ("passedTtlSec", json!(ttl)),
         Patch::QueueMaxPerIp(cap) => ("queueMaxPerIp", json!(cap)),
         Patch::PresenceSec(window) => ("presenceSec", json!(window)),
+        Patch::SessionTtl(ttl) => ("sessionTtlSec", json!(ttl)),
         Patch::State(state) => ("state", json!(state.as_str())),
         Patch::Name(n) => ("name", json!(format!("Renamed {n}"))),
         Patch::Invalid(0) => ("passedTtlSec", json!(5)),
@@ -642,9 +661,19 @@ impl Case<'_> {
                 tickets.push(raw);
                 outcome(&store.seen(room_id, tickets).await, |()| Value::Null)
             }
-            Op::Check { claim } => {
-                let claim = claim.map(|pick| self.claim(pick, side));
-                let answer = store.check(room_id, claim).await;
+            Op::Check {
+                claim,
+                key,
+                new_key,
+                session,
+            } => {
+                let input = DoorInput {
+                    claim: claim.map(|pick| self.claim(pick, side)),
+                    ownership_hash: SESSIONS[session].to_owned(),
+                    key_hash: key.map(|key| DOOR_KEYS[key].to_owned()).unwrap_or_default(),
+                    new_key_hash: DOOR_KEYS[new_key].to_owned(),
+                };
+                let answer = store.check(room_id, input).await;
                 outcome(&answer, |answer| check_json(answer, generation))
             }
             Op::Update { patch } => {

@@ -266,7 +266,7 @@ fn session_bounds() {
         (Some(600), Some(3600))
     );
     assert_eq!(
-        code_of(update(json!({"sessionTtlSec": 59}))),
+        code_of(update(json!({"sessionTtlSec": 9}))),
         ErrorCode::InvalidSessionTtlSec
     );
     assert_eq!(

@@ -90,6 +90,21 @@ pub enum RoomEvent {
     },
     /// The room is gone; its generation and seq are remembered for a re-create.
     Deleted,
+    /// A door check spent `ticket`'s pass into a door session bound to `key_hash` (the
+    /// SHA-256 of the key the visitor holds), or the browser that queued took its live session
+    /// over under a new key. `holds_slot`: the pass held a `maxConcurrent` slot, which the
+    /// session keeps while live.
+    DoorOpened {
+        ticket: u64,
+        key_hash: String,
+        granted_at_ms: i64,
+        holds_slot: bool,
+    },
+    /// The door session of `ticket` was used (recorded at most once per quarter of its idle
+    /// window).
+    DoorSeen {
+        ticket: u64,
+    },
 }
 
 impl RoomEvent {
@@ -108,6 +123,8 @@ impl RoomEvent {
             RoomEvent::StateSet { .. } => "state_set",
             RoomEvent::Scheduled { .. } => "scheduled",
             RoomEvent::Deleted => "deleted",
+            RoomEvent::DoorOpened { .. } => "door_opened",
+            RoomEvent::DoorSeen { .. } => "door_seen",
         }
     }
 }

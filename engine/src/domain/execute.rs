@@ -14,8 +14,9 @@ use rand::{CryptoRng, Rng};
 use serde_json::Value;
 
 use super::commands::{JoinRequest, Purged};
+use super::door::DoorInput;
 use super::event::{EjectedFrom, EventRecord};
-use super::place::PlaceStatus;
+use super::place::{CheckAnswer, PlaceStatus};
 use super::room::Room;
 
 /// A change asked of one room.
@@ -36,6 +37,9 @@ pub enum Command {
     /// The outflow slice of the calendar second of the execution instant (drawing first if
     /// the doors opened on a pre-queue).
     Tick,
+    /// A door check that opens a door session or records its use (`door.rs`): decided again
+    /// on the room as it stands, so two checks spending one pass cannot both open a session.
+    Door(DoorInput),
 }
 
 impl Command {
@@ -66,6 +70,7 @@ pub enum Outcome {
     Ejected(EjectedFrom),
     Purged(Purged),
     Ticked,
+    Door(CheckAnswer),
 }
 
 /// A command's outcome and the records it appended, in seq order (none when nothing changed).
@@ -203,6 +208,15 @@ impl Room {
                 let drawn = self.draw_if_due(rng, now_ms);
                 let passed = self.tick(now_ms);
                 (Outcome::Ticked, drawn.into_iter().chain(passed).collect())
+            }
+            Command::Door(input) => {
+                let decision = self.door_decision(input, now_ms);
+                let records = decision
+                    .change
+                    .map(|event| self.commit(now_ms, event))
+                    .into_iter()
+                    .collect();
+                (Outcome::Door(decision.answer), records)
             }
         })
     }

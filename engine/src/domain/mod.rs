@@ -3,6 +3,7 @@
 //! fold serves the live engine, a journal replay and tests.
 
 mod commands;
+mod door;
 mod event;
 mod execute;
 mod place;
@@ -14,6 +15,8 @@ mod summary;
 mod visitors;
 
 #[cfg(test)]
+mod door_tests;
+#[cfg(test)]
 mod presence_tests;
 #[cfg(test)]
 mod proptests;
@@ -23,6 +26,7 @@ mod tests;
 mod visitors_tests;
 
 pub use commands::{JoinOutcome, JoinRequest, Purged, ticket_not_found};
+pub use door::{DEFAULT_SESSION_MAX_SEC, DEFAULT_SESSION_TTL_SEC, DoorDecision, DoorInput};
 pub use event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 pub use execute::{Command, Executed, Outcome};
 pub use place::{

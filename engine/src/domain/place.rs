@@ -105,12 +105,19 @@ impl CheckAction {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckAnswer {
     pub action: CheckAction,
-    /// `bypass`, `passed`, `no_token`, `waiting` or a lapse reason.
+    /// `bypass`, `passed`, `session`, `no_token`, `waiting`, `pass_spent`, `session_ended` or
+    /// a lapse reason.
     pub reason: &'static str,
     pub state: EffectiveState,
     pub generation: u64,
     pub target_url: String,
     pub tag_origins: Vec<String>,
+    /// The check opened (or reclaimed) a door session under the key it was offered.
+    pub session_opened: bool,
+    /// The presented token or key is dead for good: the client drops both.
+    pub clear_token: bool,
+    /// When the door session found or opened ends at the latest (0 without one).
+    pub session_expires_at_ms: i64,
 }
 
 impl Room {
@@ -171,20 +178,13 @@ impl Room {
         }
     }
 
-    /// The door check for a visitor presenting `claim` (binding is not checked here: the
-    /// customer's origin never sees the queue host's ownership cookie).
-    pub fn check(&self, claim: Option<&Claim>, now_ms: i64) -> CheckAnswer {
-        let state = self.effective_state(now_ms);
-        let (action, reason) = if state == EffectiveState::Bypass {
-            (CheckAction::Pass, "bypass")
-        } else {
-            match claim.map(|claim| self.status(claim, "", now_ms)) {
-                None => (CheckAction::Queue, "no_token"),
-                Some(PlaceAnswer::Place(place)) if place.passed => (CheckAction::Pass, "passed"),
-                Some(PlaceAnswer::Place(_)) => (CheckAction::Queue, "waiting"),
-                Some(PlaceAnswer::Lapsed(reason)) => (CheckAction::Queue, reason.as_str()),
-            }
-        };
+    /// A door answer with this room's particulars and no session.
+    pub(crate) fn check_answer(
+        &self,
+        action: CheckAction,
+        reason: &'static str,
+        state: EffectiveState,
+    ) -> CheckAnswer {
         CheckAnswer {
             action,
             reason,
@@ -192,6 +192,9 @@ impl Room {
             generation: self.generation,
             target_url: self.config.target_url.clone(),
             tag_origins: self.config.effective_tag_origins(),
+            session_opened: false,
+            clear_token: false,
+            session_expires_at_ms: 0,
         }
     }
 

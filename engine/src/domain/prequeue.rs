@@ -275,6 +275,7 @@ impl Room {
                 session_hash: entry.session_hash,
                 identity: entry.identity.clone(),
                 status: TicketStatus::Waiting,
+                door_spent: false,
             });
             self.next_ticket += 1;
             if !entry.identity.is_empty() {

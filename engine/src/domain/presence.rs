@@ -107,6 +107,10 @@ impl Room {
 
     /// Whether `pass` holds a `maxConcurrent` slot at `now_ms`.
     pub(crate) fn pass_holds_slot(&self, pass: &LivePass, now_ms: i64) -> bool {
+        // A live door session keeps the slot its pass held (`door.rs`).
+        if self.session_holds_slot(pass.ticket, now_ms) {
+            return true;
+        }
         if pass.slotless || pass.at_ms + self.pass_ttl_ms() <= now_ms {
             return false;
         }
@@ -140,7 +144,23 @@ impl Room {
                 holders += 1;
             }
         }
-        holders
+        if holders >= limit {
+            return holders;
+        }
+        // Door sessions keep their slot past their pass's window; those passes were skipped.
+        let past = self
+            .door
+            .slots_past_pass(self.session_bounds(), ttl_ms, now_ms);
+        holders.saturating_add(past).min(limit)
+    }
+
+    /// The live pass of `ticket`, if it is still in the list.
+    pub(crate) fn pass_of(&self, ticket: u64) -> Option<LivePass> {
+        let index = self
+            .passes
+            .binary_search_by_key(&ticket, |pass| pass.ticket)
+            .ok()?;
+        self.passes.get(index).copied()
     }
 
     /// One slice's batch for `credit` (sixtieths): how many of the lowest waiting tickets pass

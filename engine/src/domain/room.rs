@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 
 use qm_core::room::{EffectiveState, RoomConfig};
 
+use super::door::DoorSessions;
 use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 use super::prequeue::PreQueue;
 
@@ -40,6 +41,8 @@ pub(crate) struct TicketRecord {
     pub(crate) session_hash: String,
     pub(crate) identity: String,
     pub(crate) status: TicketStatus,
+    /// Its pass opened a door session (`door.rs`): the token no longer admits by itself.
+    pub(crate) door_spent: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +109,8 @@ pub struct Room {
     /// (`presence.rs`). Not journaled, so not part of the fold: a ticket missing here was last
     /// seen at its join.
     pub(crate) presence: HashMap<u64, i64>,
+    /// Door sessions opened from this room's passes (`door.rs`).
+    pub(crate) door: DoorSessions,
 }
 
 impl Room {
@@ -132,6 +137,7 @@ impl Room {
             passed_total: 0,
             branding_json: "{}".to_owned(),
             presence: HashMap::new(),
+            door: DoorSessions::default(),
         }
     }
 
@@ -214,6 +220,7 @@ impl Room {
                     session_hash: session_hash.clone(),
                     identity: identity.clone(),
                     status: TicketStatus::Waiting,
+                    door_spent: false,
                 });
                 self.next_ticket += 1;
                 if !identity.is_empty() {
@@ -239,7 +246,17 @@ impl Room {
                     self.carry.credit_sixtieths = *credit;
                 }
             }
-            RoomEvent::Ejected { ticket, was } => self.apply_ejected(*ticket, *was),
+            RoomEvent::Ejected { ticket, was } => {
+                self.door.end(*ticket);
+                self.apply_ejected(*ticket, *was);
+            }
+            RoomEvent::DoorOpened {
+                ticket,
+                key_hash,
+                granted_at_ms,
+                holds_slot,
+            } => self.apply_door_opened(*ticket, key_hash, *granted_at_ms, *holds_slot, at_ms),
+            RoomEvent::DoorSeen { ticket } => self.door.seen(*ticket, at_ms),
             RoomEvent::PreJoined {
                 handle,
                 session_hash,
@@ -379,7 +396,7 @@ impl Room {
         self.tickets.get(ticket.checked_sub(1)? as usize)
     }
 
-    fn ticket_mut(&mut self, ticket: u64) -> Option<&mut TicketRecord> {
+    pub(crate) fn ticket_mut(&mut self, ticket: u64) -> Option<&mut TicketRecord> {
         self.tickets.get_mut(ticket.checked_sub(1)? as usize)
     }
 

@@ -38,7 +38,7 @@ use self::valkey::Valkey;
 use self::writer::Writer;
 use crate::Environment;
 use crate::domain::{
-    CheckAnswer, Claim, ClaimedPlace, Command, LapseReason, Outcome, PlaceAnswer, Room,
+    Claim, ClaimedPlace, Command, DoorDecision, DoorInput, LapseReason, Outcome, PlaceAnswer, Room,
 };
 use crate::rooms::Slot;
 use crate::store::{RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
@@ -233,11 +233,7 @@ impl DurableStore {
         Ok(answer)
     }
 
-    fn check_now(
-        &self,
-        room_id: &str,
-        claim: Option<&Claim>,
-    ) -> Result<Option<CheckAnswer>, ApiError> {
+    fn door_now(&self, room_id: &str, input: &DoorInput) -> Result<Option<DoorDecision>, ApiError> {
         let slot = match self.live_slot(room_id) {
             Ok(slot) => slot,
             Err(error) if error.code == ErrorCode::RoomNotFound => {
@@ -246,9 +242,9 @@ impl DurableStore {
             }
             Err(error) => return Err(error),
         };
-        Ok(Some(
-            slot.read(|room| room.check(claim, self.shared.now_ms())),
-        ))
+        Ok(Some(slot.read(|room| {
+            room.door_decision(input, self.shared.now_ms())
+        })))
     }
 }
 
@@ -289,8 +285,12 @@ impl Store for DurableStore {
         Box::pin(async move { self.status_now(&room_id, claim, &session_hash).await })
     }
 
-    fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>> {
-        Box::pin(std::future::ready(self.check_now(&room_id, claim.as_ref())))
+    fn door_read(
+        &self,
+        room_id: String,
+        input: DoorInput,
+    ) -> StoreFuture<'_, Option<DoorDecision>> {
+        Box::pin(std::future::ready(self.door_now(&room_id, &input)))
     }
 
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {

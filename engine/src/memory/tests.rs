@@ -143,10 +143,22 @@ async fn missing_rooms() {
             .expect("status"),
         PlaceAnswer::Lapsed(LapseReason::RoomReset)
     );
-    assert_eq!(store.check("nope".into(), None).await.expect("check"), None);
     assert_eq!(
         store
-            .check("nope".into(), Some(claim))
+            .check("nope".into(), DoorInput::default())
+            .await
+            .expect("check"),
+        None
+    );
+    assert_eq!(
+        store
+            .check(
+                "nope".into(),
+                DoorInput {
+                    claim: Some(claim),
+                    ..DoorInput::default()
+                }
+            )
             .await
             .expect("check"),
         None

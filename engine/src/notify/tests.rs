@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use super::*;
 use crate::MemoryStore;
-use crate::domain::{CheckAnswer, Command, Outcome};
+use crate::domain::{Command, DoorDecision, DoorInput, Outcome};
 use crate::store::{RoomJson, RoomWatch, StoreFuture};
 
 /// The memory store, with pre-queue handles: `handles[q]` is `None` before the draw and the
@@ -88,8 +88,12 @@ impl Store for DrawStore {
             })
         })
     }
-    fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>> {
-        self.inner.check(room_id, claim)
+    fn door_read(
+        &self,
+        room_id: String,
+        input: DoorInput,
+    ) -> StoreFuture<'_, Option<DoorDecision>> {
+        self.inner.door_read(room_id, input)
     }
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {
         self.inner.tick(now_ms)

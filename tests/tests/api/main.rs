@@ -7,6 +7,7 @@ mod burst;
 mod check;
 mod console;
 mod docs_pages;
+mod door;
 mod drop;
 mod events;
 mod health;
