@@ -8,6 +8,7 @@
 //! checks per client address: the vouched address when vouched, so a connector's colo is not
 //! one shared budget. CORS: only the room's tag origins may read the answer, and the OPTIONS
 //! preflight makes the same decision from the room's info.
+
 use std::net::IpAddr;
 use std::time::Instant;
 

@@ -181,6 +181,16 @@ impl Room {
         }
     }
 
+    /// Door sessions live at `now_ms`.
+    pub fn live_door_sessions(&self, now_ms: i64) -> u64 {
+        let bounds = self.session_bounds();
+        self.door
+            .by_ticket
+            .values()
+            .filter(|session| now_ms < bounds.ends_at(session))
+            .count() as u64
+    }
+
     /// Whether `ticket` holds its slot through a live door session at `now_ms`.
     pub(crate) fn session_holds_slot(&self, ticket: u64, now_ms: i64) -> bool {
         self.door.of_ticket(ticket).is_some_and(|session| {

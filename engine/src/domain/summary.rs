@@ -105,6 +105,8 @@ impl Room {
             // tickets whose holder is away (counted from the head, at most 10,000 looked at).
             "slotlessPasses": self.slotless_passes(now_ms),
             "absentWaiting": self.absent_waiting(now_ms),
+            // Door sessions open now (admitted visitors browsing the site).
+            "doorSessions": self.live_door_sessions(now_ms),
         });
         if let Value::Object(extra) = extra {
             object.extend(extra);

@@ -89,6 +89,7 @@ async fn a_door_session_carries_the_visitor_through_fifty_pages_without_a_new_pl
     let room = app.room("pages").await;
     assert_eq!(minted(&room), before, "no page check minted a place");
     assert_eq!(room["waiting"], 0);
+    assert_eq!(room["doorSessions"], 1, "{room}");
 }
 
 #[tokio::test]
