@@ -80,6 +80,7 @@ pub const READ_ONLY_KEYS: &[&str] = &[
     "estWaitFloor",
     "slotlessPasses",
     "absentWaiting",
+    "doorSessions",
 ];
 
 /// Longest `passedTtlSec`: a day. The engine drops passes older than this from its live list.
