@@ -272,13 +272,9 @@ impl Room {
         let ClaimedPlace::Ticket(ticket) = claim.place else {
             return queue("waiting", false);
         };
+        // A bypass pass (ticket 0) lapses with the bypass, so a passed place has a record.
         let Some(record) = self.ticket(ticket) else {
-            // A bypass pass (ticket 0) holds no place to open a session on.
-            let pass = self.check_answer(CheckAction::Pass, "passed", state);
-            return DoorDecision {
-                answer: pass,
-                change: None,
-            };
+            return queue("room_reset", true);
         };
         let TicketStatus::Passed { at_ms: granted_at } = record.status else {
             return queue("waiting", false);
