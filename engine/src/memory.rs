@@ -11,7 +11,7 @@ use qm_proto::{RoomInfoReply, StatsReply};
 
 use crate::Environment;
 use crate::domain::{
-    CheckAnswer, Claim, Command, LapseReason, Outcome, PlaceAnswer, Room, RoomEvent,
+    CheckAnswer, Claim, Command, LapseReason, Outcome, PlaceAnswer, Room, RoomEvent, Targeting,
 };
 use crate::rooms::{RoomTable, Slot};
 use crate::store::{RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
@@ -158,12 +158,26 @@ impl Store for MemoryStore {
         Box::pin(ready(Ok(answer)))
     }
 
-    fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>> {
-        let answer = self.read_live(&room_id, |room, now| room.check(claim.as_ref(), now));
+    fn check(
+        &self,
+        room_id: String,
+        claim: Option<Claim>,
+        page: Option<String>,
+    ) -> StoreFuture<'_, Option<CheckAnswer>> {
+        let answer = self.read_live(&room_id, |room, now| {
+            room.check(claim.as_ref(), page.as_deref(), now)
+        });
         if answer.is_none() {
             self.no_room_checks.fetch_add(1, Ordering::Relaxed);
         }
         Box::pin(ready(Ok(answer)))
+    }
+
+    fn targeting(&self, room_id: String) -> StoreFuture<'_, Option<(u64, Targeting)>> {
+        let targeting = self.read_live(&room_id, |room, _| {
+            (room.generation(), room.targeting().clone())
+        });
+        Box::pin(ready(Ok(targeting)))
     }
 
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::domain::{
     CheckAnswer, Claim, Command, EjectedFrom, JoinRequest, Outcome, PlaceAnswer, PlaceStatus,
-    Purged, Room,
+    Purged, Room, Targeting,
 };
 
 /// What every store operation returns.
@@ -70,8 +70,17 @@ pub trait Store: Send + Sync + 'static {
         claim: Claim,
         session_hash: String,
     ) -> StoreFuture<'_, PlaceAnswer>;
-    /// The door check; `None` when the room does not exist (counted: the edge fails open).
-    fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>>;
+    /// The door check on `page` (the `url=` or Referer the edge was given, unparsed); `None`
+    /// when the room does not exist (counted: the edge fails open).
+    fn check(
+        &self,
+        room_id: String,
+        claim: Option<Claim>,
+        page: Option<String>,
+    ) -> StoreFuture<'_, Option<CheckAnswer>>;
+    /// A room's URL targeting and its generation, read as this engine holds the room (`None`
+    /// when there is no room). Polled by connectors: a plain read, no catching up.
+    fn targeting(&self, room_id: String) -> StoreFuture<'_, Option<(u64, Targeting)>>;
     /// One outflow slice for every room, for the calendar second of `now_ms`.
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()>;
     /// Subscribes to a room's views; a missing room reads `exists: false` until it is created.

@@ -4,7 +4,8 @@
 //! accepted from a URL. CHECK_LIMIT_PER_MIN limits checks per client address: the vouched
 //! address when vouched, so a connector's colo is not one shared budget. CORS: only the room's
 //! tag origins may read the answer, and the OPTIONS preflight makes the same decision from the
-//! room's info.
+//! room's info. `url=` (else the Referer) names the page, which a scoped room judges
+//! (`targeting.rs`).
 
 use std::net::IpAddr;
 use std::time::Instant;
@@ -31,6 +32,7 @@ use crate::door::{self, DoorQuestion};
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams, public_base};
+use crate::targeting;
 use qm_http::AppError;
 
 /// The longest vouched address or agent taken from the query.
@@ -61,6 +63,8 @@ pub(crate) async fn check(
             ));
         }
     };
+    let page = targeting::page_named(&query, &headers)?;
+    let want_rules = targeting::wants_rules(&query);
     let cookies = RequestCookies::from_headers(&headers);
     let question = DoorQuestion {
         room_id: &room_id,
@@ -73,6 +77,8 @@ pub(crate) async fn check(
         .collect(),
         ownership_hash: presented_session_hash(&cookies, &room_id),
         identity,
+        url: page,
+        want_rules,
         ..DoorQuestion::default()
     };
     let reply = door::ask(&state, question).await?.reply;
@@ -90,6 +96,12 @@ pub(crate) async fn check(
             body.insert(
                 "waitingRoomUrl".into(),
                 json!(waiting_room_url(&state.config, &headers, &uri, &room_id)),
+            );
+        }
+        if let Some(verdict) = &reply.targeting {
+            body.insert(
+                "targeting".into(),
+                targeting::check_json(verdict, want_rules),
             );
         }
     }

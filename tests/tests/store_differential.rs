@@ -644,7 +644,7 @@ impl Case<'_> {
             }
             Op::Check { claim } => {
                 let claim = claim.map(|pick| self.claim(pick, side));
-                let answer = store.check(room_id, claim).await;
+                let answer = store.check(room_id, claim, None).await;
                 outcome(&answer, |answer| check_json(answer, generation))
             }
             Op::Update { patch } => {

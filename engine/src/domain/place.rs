@@ -7,6 +7,7 @@ use qm_core::room::{EffectiveState, RoomState};
 
 use super::prequeue::HandleStatus;
 use super::room::{Room, TicketStatus};
+use super::targeting::{PageScope, PageVerdict};
 
 /// A place a verified token claims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +112,8 @@ pub struct CheckAnswer {
     pub generation: u64,
     pub target_url: String,
     pub tag_origins: Vec<String>,
+    /// The page's verdict on a scoped room (`None` on an unscoped one).
+    pub targeting: Option<PageVerdict>,
 }
 
 impl Room {
@@ -171,9 +174,13 @@ impl Room {
         }
     }
 
-    /// The door check for a visitor presenting `claim` (binding is not checked here: the
-    /// customer's origin never sees the queue host's ownership cookie).
-    pub fn check(&self, claim: Option<&Claim>, now_ms: i64) -> CheckAnswer {
+    /// The door check for a visitor presenting `claim` on `page` (binding is not checked here:
+    /// the customer's origin never sees the queue host's ownership cookie).
+    pub fn check(&self, claim: Option<&Claim>, page: Option<&str>, now_ms: i64) -> CheckAnswer {
+        let targeting = self.judge_page(page);
+        if let Some(verdict) = targeting.as_ref().filter(|v| v.scope == PageScope::Out) {
+            return self.out_of_scope(verdict.clone(), now_ms);
+        }
         let state = self.effective_state(now_ms);
         let (action, reason) = if state == EffectiveState::Bypass {
             (CheckAction::Pass, "bypass")
@@ -192,6 +199,7 @@ impl Room {
             generation: self.generation,
             target_url: self.config.target_url.clone(),
             tag_origins: self.config.effective_tag_origins(),
+            targeting,
         }
     }
 

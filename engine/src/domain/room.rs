@@ -11,6 +11,7 @@ use qm_core::room::{EffectiveState, RoomConfig};
 
 use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 use super::prequeue::PreQueue;
+use super::targeting::Targeting;
 
 /// Longest `passedTtlSec`: passes older than this can never hold a slot again, so they are
 /// dropped from the live-pass list.
@@ -106,6 +107,8 @@ pub struct Room {
     /// (`presence.rs`). Not journaled, so not part of the fold: a ticket missing here was last
     /// seen at its join.
     pub(crate) presence: HashMap<u64, i64>,
+    /// `urlPatterns` compiled, with the revision derived from the updates that changed them.
+    pub(crate) targeting: Targeting,
 }
 
 impl Room {
@@ -132,6 +135,7 @@ impl Room {
             passed_total: 0,
             branding_json: "{}".to_owned(),
             presence: HashMap::new(),
+            targeting: Targeting::default(),
         }
     }
 
@@ -298,6 +302,7 @@ impl Room {
             .as_ref()
             .and_then(|branding| serde_json::to_string(branding).ok())
             .unwrap_or_else(|| "{}".to_owned());
+        self.targeting.follow(&config.url_patterns, at_ms);
         self.config = config;
         self.updated_at_ms = at_ms;
     }

@@ -456,7 +456,7 @@ fn door_check_reasons() {
     join(&mut room, "", T0);
     room.flush(1, T0).expect("flush");
     let check = |room: &Room, claim: Option<Claim>| {
-        let answer = room.check(claim.as_ref(), T0 + 1);
+        let answer = room.check(claim.as_ref(), None, T0 + 1);
         (answer.action, answer.reason)
     };
     assert_eq!(check(&room, None), (CheckAction::Queue, "no_token"));
@@ -470,7 +470,7 @@ fn door_check_reasons() {
         (CheckAction::Queue, "room_reset")
     );
     assert_eq!(
-        room.check(None, T0).tag_origins,
+        room.check(None, None, T0).tag_origins,
         vec!["https://shop.example.com", "https://tag.example"]
     );
     room.set_state(RoomState::Bypass, T0);

@@ -38,7 +38,7 @@ use self::valkey::Valkey;
 use self::writer::Writer;
 use crate::Environment;
 use crate::domain::{
-    CheckAnswer, Claim, ClaimedPlace, Command, LapseReason, Outcome, PlaceAnswer, Room,
+    CheckAnswer, Claim, ClaimedPlace, Command, LapseReason, Outcome, PlaceAnswer, Room, Targeting,
 };
 use crate::rooms::Slot;
 use crate::store::{RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
@@ -237,6 +237,7 @@ impl DurableStore {
         &self,
         room_id: &str,
         claim: Option<&Claim>,
+        page: Option<&str>,
     ) -> Result<Option<CheckAnswer>, ApiError> {
         let slot = match self.live_slot(room_id) {
             Ok(slot) => slot,
@@ -246,9 +247,9 @@ impl DurableStore {
             }
             Err(error) => return Err(error),
         };
-        Ok(Some(
-            slot.read(|room| room.check(claim, self.shared.now_ms())),
-        ))
+        Ok(Some(slot.read(|room| {
+            room.check(claim, page, self.shared.now_ms())
+        })))
     }
 }
 
@@ -289,8 +290,24 @@ impl Store for DurableStore {
         Box::pin(async move { self.status_now(&room_id, claim, &session_hash).await })
     }
 
-    fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>> {
-        Box::pin(std::future::ready(self.check_now(&room_id, claim.as_ref())))
+    fn check(
+        &self,
+        room_id: String,
+        claim: Option<Claim>,
+        page: Option<String>,
+    ) -> StoreFuture<'_, Option<CheckAnswer>> {
+        Box::pin(std::future::ready(self.check_now(
+            &room_id,
+            claim.as_ref(),
+            page.as_deref(),
+        )))
+    }
+
+    fn targeting(&self, room_id: String) -> StoreFuture<'_, Option<(u64, Targeting)>> {
+        let targeting = self.read_live(&room_id, |room, _| {
+            (room.generation(), room.targeting().clone())
+        });
+        Box::pin(std::future::ready(Ok(targeting)))
     }
 
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {

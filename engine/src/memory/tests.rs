@@ -143,10 +143,13 @@ async fn missing_rooms() {
             .expect("status"),
         PlaceAnswer::Lapsed(LapseReason::RoomReset)
     );
-    assert_eq!(store.check("nope".into(), None).await.expect("check"), None);
+    assert_eq!(
+        store.check("nope".into(), None, None).await.expect("check"),
+        None
+    );
     assert_eq!(
         store
-            .check("nope".into(), Some(claim))
+            .check("nope".into(), Some(claim), None)
             .await
             .expect("check"),
         None

@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use super::*;
 use crate::MemoryStore;
-use crate::domain::{CheckAnswer, Command, Outcome};
+use crate::domain::{CheckAnswer, Command, Outcome, Targeting};
 use crate::store::{RoomJson, RoomWatch, StoreFuture};
 
 /// The memory store, with pre-queue handles: `handles[q]` is `None` before the draw and the
@@ -88,8 +88,16 @@ impl Store for DrawStore {
             })
         })
     }
-    fn check(&self, room_id: String, claim: Option<Claim>) -> StoreFuture<'_, Option<CheckAnswer>> {
-        self.inner.check(room_id, claim)
+    fn check(
+        &self,
+        room_id: String,
+        claim: Option<Claim>,
+        page: Option<String>,
+    ) -> StoreFuture<'_, Option<CheckAnswer>> {
+        self.inner.check(room_id, claim, page)
+    }
+    fn targeting(&self, room_id: String) -> StoreFuture<'_, Option<(u64, Targeting)>> {
+        self.inner.targeting(room_id)
     }
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {
         self.inner.tick(now_ms)
