@@ -95,8 +95,20 @@ enum Patch {
     PresenceSec(Option<u64>),
     State(RoomState),
     Name(u8),
+    /// One of [`RULE_SETS`]: the rules' revision is derived in the fold, so both stores must
+    /// agree on it.
+    UrlPatterns(u8),
     Invalid(u8),
 }
+
+/// The `urlPatterns` an update may set (the empty set unscopes the room).
+const RULE_SETS: [&[&str]; 3] = [&[], &["/checkout/*"], &["/checkout/*", "!/checkout/help"]];
+/// The pages a check may name (`None` in the op: no page at all).
+const PAGES: [&str; 3] = [
+    "https://shop.example/checkout/pay",
+    "https://shop.example/checkout/help",
+    "https://shop.example/about",
+];
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
@@ -132,6 +144,8 @@ enum Op {
     },
     Check {
         claim: Option<ClaimPick>,
+        /// Index into [`PAGES`].
+        page: Option<u8>,
     },
     Update {
         patch: Patch,
@@ -231,6 +245,7 @@ fn patch() -> impl Strategy<Value = Patch> {
         1 => presence_sec().prop_map(Patch::PresenceSec),
         2 => state().prop_map(Patch::State),
         1 => any::<u8>().prop_map(Patch::Name),
+        4 => (0u8..RULE_SETS.len() as u8).prop_map(Patch::UrlPatterns),
         1 => (0u8..5).prop_map(Patch::Invalid),
     ]
 }
@@ -262,7 +277,11 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (claim_pick(), 0..SESSIONS.len())
             .prop_map(|(claim, session)| Op::Status { claim, session }),
         2 => (any::<[usize; 2]>(), 0u64..40).prop_map(|(picks, raw)| Op::Seen { picks, raw }),
-        2 => proptest::option::of(claim_pick()).prop_map(|claim| Op::Check { claim }),
+        2 => (
+            proptest::option::of(claim_pick()),
+            proptest::option::of(0u8..PAGES.len() as u8),
+        )
+            .prop_map(|(claim, page)| Op::Check { claim, page }),
         2 => patch().prop_map(|patch| Op::Update { patch }),
         1 => Just(Op::Delete),
         1 => Just(Op::Recreate),
@@ -340,6 +359,11 @@ fn check_json(answer: &Option<CheckAnswer>, generation: u64) -> Value {
             "generationIsTheRoomsOwn": answer.generation == generation,
             "targetUrl": answer.target_url,
             "tagOrigins": answer.tag_origins,
+            "targeting": answer.targeting.as_ref().map(|verdict| json!({
+                "rev": verdict.rev,
+                "scope": verdict.scope.as_str(),
+                "rule": verdict.rule_text(),
+            })),
         }),
     }
 }
@@ -353,6 +377,7 @@ fn patch_body(room_id: &str, patch: Patch) -> Value {
         Patch::PresenceSec(window) => ("presenceSec", json!(window)),
         Patch::State(state) => ("state", json!(state.as_str())),
         Patch::Name(n) => ("name", json!(format!("Renamed {n}"))),
+        Patch::UrlPatterns(set) => ("urlPatterns", json!(RULE_SETS[set as usize])),
         Patch::Invalid(0) => ("passedTtlSec", json!(5)),
         Patch::Invalid(1) => ("maxConcurrent", json!(0)),
         Patch::Invalid(2) => ("queueMaxPerIp", json!(0)),
@@ -642,9 +667,10 @@ impl Case<'_> {
                 tickets.push(raw);
                 outcome(&store.seen(room_id, tickets).await, |()| Value::Null)
             }
-            Op::Check { claim } => {
+            Op::Check { claim, page } => {
                 let claim = claim.map(|pick| self.claim(pick, side));
-                let answer = store.check(room_id, claim, None).await;
+                let page = page.map(|page| PAGES[page as usize].to_owned());
+                let answer = store.check(room_id, claim, page).await;
                 outcome(&answer, |answer| check_json(answer, generation))
             }
             Op::Update { patch } => {

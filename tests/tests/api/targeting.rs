@@ -2,7 +2,7 @@
 //! `targeting` verdict on scoped rooms only, `out_of_scope` minting nothing, `GET
 //! /api/targeting` with its ETag, and the admin targeting page's counters and dry run.
 
-use qm_tests::{Reply, TestApp, room_body, spawn_app};
+use qm_tests::{Reply, TestApp, room_body, spawn_app, spawn_app_with};
 use serde_json::{Value, json};
 
 const CHECKOUT: &str = "https://shop.example/checkout/pay";
@@ -487,4 +487,22 @@ async fn the_admin_counters_move_with_checks_and_the_dry_run_leaves_them_alone()
         .get(&format!("{}/api/admin/rooms/counted/targeting", app.admin))
         .await;
     assert_eq!(anonymous.status, 401);
+}
+
+#[tokio::test]
+async fn the_targeting_read_spends_the_check_budget() {
+    let app = spawn_app_with(&[("CHECK_LIMIT_PER_MIN", "2")]).await;
+    scoped_room(&app, "budget", json!(["/checkout/*"])).await;
+    let url = format!("{}/api/targeting?roomId=budget", app.gateway);
+    assert_eq!(app.get(&url).await.status, 200);
+    let checked = check(&app, &[("roomId", "budget"), ("url", CHECKOUT)], None).await;
+    assert_eq!(checked.status, 200, "{}", checked.text);
+    let refused = app.get(&url).await;
+    assert_eq!(
+        (refused.status, refused.code()),
+        (429, "rate_limited"),
+        "{}",
+        refused.text
+    );
+    assert!(refused.header("retry-after").is_some());
 }
