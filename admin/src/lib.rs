@@ -15,6 +15,7 @@ mod rooms;
 mod routes;
 mod session;
 mod session_routes;
+mod targeting;
 mod visitors;
 
 use std::future::Future;

@@ -6,7 +6,9 @@
 use axum::Router;
 use axum::routing::{get, post};
 
-use crate::{AdminState, console, docs, events, health, metrics, rooms, session_routes, visitors};
+use crate::{
+    AdminState, console, docs, events, health, metrics, rooms, session_routes, targeting, visitors,
+};
 
 /// The whole router of the process, with its state.
 pub(crate) fn router(state: AdminState) -> Router {
@@ -50,6 +52,7 @@ fn api_routes() -> Router<AdminState> {
         .route("/rooms/{id}/eject", post(rooms::eject))
         .route("/rooms/{id}/purge", post(rooms::purge))
         .route("/rooms/{id}/visitors", get(visitors::lookup))
+        .route("/rooms/{id}/targeting", get(targeting::targeting))
         .route("/health", get(health::admin_health))
         .route(
             "/session",

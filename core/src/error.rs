@@ -104,6 +104,8 @@ error_codes! {
     InvalidProtection => "invalid_protection", 400;
     InvalidAutoActivate => "invalid_auto_activate", 400;
     InvalidUrlPattern => "invalid_url_pattern", 400;
+    // URL scope: a page named in `url=` (the door check, the targeting dry run).
+    InvalidUrl => "invalid_url", 400;
     InvalidOpensAt => "invalid_opens_at", 400;
     InvalidPreQueueMaxPerIp => "invalid_pre_queue_max_per_ip", 400;
     InvalidQueueMaxPerIp => "invalid_queue_max_per_ip", 400;

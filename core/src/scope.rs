@@ -18,6 +18,22 @@
 
 use url::Url;
 
+/// Longest page URL a check or a dry run may name (`url=`, a `Referer`): far above any real
+/// page, and a bound on the work one check asks of the matcher.
+pub const MAX_PAGE_URL_LEN: usize = 4096;
+
+/// A page as a check names it: an absolute `http` or `https` URL with a host, at most
+/// [`MAX_PAGE_URL_LEN`] bytes. `None` for anything else (the caller decides whether that is a
+/// refusal, as for `url=`, or an unknown page, as for a `Referer`).
+pub fn page_url(text: &str) -> Option<Url> {
+    if text.is_empty() || text.len() > MAX_PAGE_URL_LEN {
+        return None;
+    }
+    let url = Url::parse(text).ok()?;
+    let web = matches!(url.scheme(), "http" | "https");
+    (web && url.host_str().is_some_and(|host| !host.is_empty())).then_some(url)
+}
+
 /// Where a page stands against a room's rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {

@@ -235,3 +235,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_page_is_an_absolute_web_url_of_bounded_length() {
+    assert!(super::page_url("https://shop.example/checkout?x=1").is_some());
+    assert!(super::page_url("http://127.0.0.1:8080/").is_some());
+    for bad in [
+        "",
+        "/checkout",
+        "shop.example/checkout",
+        "ftp://shop.example/",
+        "javascript:alert(1)",
+        "data:text/html,hi",
+        "https://",
+        "not a url",
+    ] {
+        assert!(super::page_url(bad).is_none(), "{bad:?} is not a page");
+    }
+    let long = format!("https://shop.example/{}", "a".repeat(MAX_PAGE_URL_LEN));
+    assert!(
+        super::page_url(&long).is_none(),
+        "an overlong URL is refused"
+    );
+}

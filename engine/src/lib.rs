@@ -23,6 +23,8 @@ mod rooms;
 mod service;
 mod shutdown;
 pub mod store;
+mod targeting_counters;
+mod targeting_wire;
 mod view;
 mod visitors;
 

@@ -12,6 +12,7 @@ use qm_proto::{RoomInfoReply, StatsReply};
 use crate::Environment;
 use crate::domain::{
     Claim, Command, DoorDecision, DoorInput, LapseReason, Outcome, PlaceAnswer, Room, RoomEvent,
+    Targeting,
 };
 use crate::rooms::{RoomTable, Slot};
 use crate::store::{RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
@@ -168,6 +169,13 @@ impl Store for MemoryStore {
             self.no_room_checks.fetch_add(1, Ordering::Relaxed);
         }
         Box::pin(ready(Ok(answer)))
+    }
+
+    fn targeting(&self, room_id: String) -> StoreFuture<'_, Option<(u64, Targeting)>> {
+        let targeting = self.read_live(&room_id, |room, _| {
+            (room.generation(), room.targeting().clone())
+        });
+        Box::pin(ready(Ok(targeting)))
     }
 
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {

@@ -15,7 +15,8 @@ use qm_proto::{
     HistoryReply, HistoryRequest, Lapsed, ListRoomsReply, ListRoomsRequest, LookupVisitorsReply,
     LookupVisitorsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply, PutRoomRequest,
     RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SeenReply, SeenRequest,
-    SetRateRequest, SetStateRequest, StatsReply, StatsRequest, StatusRequest, WatchRequest,
+    SetRateRequest, SetStateRequest, StatsReply, StatsRequest, StatusRequest, TargetingReply,
+    TargetingRequest, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -28,6 +29,8 @@ use crate::history::History;
 use crate::notify::Notifier;
 use crate::shutdown::stopped;
 use crate::store::Store;
+use crate::targeting_counters::TargetingCounters;
+use crate::targeting_wire::{check_targeting, dry_run_page, targeting_reply};
 
 type Reply<T> = Result<Response<T>, Status>;
 
@@ -44,6 +47,8 @@ pub(crate) struct EngineService {
     history: Arc<History>,
     /// Keys derived from SECRET for the support lookup (reference codes, session digests).
     lookup_keys: Arc<LookupKeys>,
+    /// The admin targeting page's counters, fed by every check on a scoped room.
+    targeting_counters: Arc<TargetingCounters>,
 }
 
 impl EngineService {
@@ -62,6 +67,7 @@ impl EngineService {
                 ref_keys: Vec::new(),
                 session_key: [0; 32],
             }),
+            targeting_counters: Arc::default(),
         }
     }
 
@@ -255,12 +261,14 @@ impl Engine for EngineService {
 
     async fn check(&self, request: Request<CheckRequest>) -> Reply<CheckReply> {
         let request = request.into_inner();
+        let page = Some(request.url).filter(|url| !url.is_empty());
         let reply = match self
             .store
             .check(
-                request.room_id,
+                request.room_id.clone(),
                 DoorInput {
                     claim: claim_from_wire(request.claim),
+                    page,
                     ownership_hash: request.session_hash,
                     key_hash: digest_or_empty(request.door_key_hash),
                     new_key_hash: digest_or_empty(request.new_door_key_hash),
@@ -269,6 +277,16 @@ impl Engine for EngineService {
             .await?
         {
             Some(answer) => CheckReply {
+                targeting: answer.targeting.as_ref().map(|verdict| {
+                    let now = qm_core::clock::now_ms();
+                    self.targeting_counters.record(
+                        &request.room_id,
+                        answer.generation,
+                        verdict,
+                        now,
+                    );
+                    check_targeting(verdict, request.want_rules)
+                }),
                 room_found: true,
                 action: answer.action.as_str().to_owned(),
                 reason: answer.reason.to_owned(),
@@ -279,7 +297,6 @@ impl Engine for EngineService {
                 session_opened: answer.session_opened,
                 clear_token: answer.clear_token,
                 session_expires_at_ms: answer.session_expires_at_ms,
-                ..CheckReply::default()
             },
             None => CheckReply {
                 room_found: false,
@@ -467,6 +484,32 @@ impl Engine for EngineService {
         Ok(Response::new(LookupVisitorsReply {
             answer_json: answer.to_string(),
         }))
+    }
+
+    async fn targeting(&self, request: Request<TargetingRequest>) -> Reply<TargetingReply> {
+        let request = request.into_inner();
+        let room_id = checked_room_id(request.room_id)?;
+        let dry_run_url = dry_run_page(&request.dry_run_url)?;
+        let Some((generation, targeting)) = self.store.targeting(room_id.clone()).await? else {
+            return Err(
+                ApiError::new(ErrorCode::RoomNotFound, format!("no room {room_id:?}")).into(),
+            );
+        };
+        let counts = request.counters.then(|| {
+            self.targeting_counters.read(
+                &room_id,
+                generation,
+                targeting.rev(),
+                targeting.patterns().len(),
+            )
+        });
+        Ok(Response::new(targeting_reply(
+            room_id,
+            generation,
+            &targeting,
+            counts,
+            dry_run_url,
+        )))
     }
 
     async fn history(&self, request: Request<HistoryRequest>) -> Reply<HistoryReply> {

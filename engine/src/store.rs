@@ -19,7 +19,7 @@ use tokio::sync::watch;
 
 use crate::domain::{
     CheckAnswer, Claim, Command, DoorDecision, DoorInput, EjectedFrom, JoinRequest, Outcome,
-    PlaceAnswer, PlaceStatus, Purged, Room, RoomEvent,
+    PlaceAnswer, PlaceStatus, Purged, Room, RoomEvent, Targeting,
 };
 
 /// What every store operation returns.
@@ -74,6 +74,9 @@ pub trait Store: Send + Sync + 'static {
     /// does not exist (counted: the edge fails open).
     fn door_read(&self, room_id: String, input: DoorInput)
     -> StoreFuture<'_, Option<DoorDecision>>;
+    /// A room's URL targeting and its generation, read as this engine holds the room (`None`
+    /// when there is no room). Polled by connectors: a plain read, no catching up.
+    fn targeting(&self, room_id: String) -> StoreFuture<'_, Option<(u64, Targeting)>>;
     /// One outflow slice for every room, for the calendar second of `now_ms`.
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()>;
     /// Subscribes to a room's views; a missing room reads `exists: false` until it is created.

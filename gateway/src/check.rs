@@ -7,7 +7,8 @@
 //! API key (or ADMIN_KEY); no key is ever accepted from a URL. CHECK_LIMIT_PER_MIN limits
 //! checks per client address: the vouched address when vouched, so a connector's colo is not
 //! one shared budget. CORS: only the room's tag origins may read the answer, and the OPTIONS
-//! preflight makes the same decision from the room's info.
+//! preflight makes the same decision from the room's info. `url=` (else the Referer) names the
+//! page, which a scoped room judges (`targeting.rs`).
 
 use std::net::IpAddr;
 use std::time::Instant;
@@ -34,6 +35,7 @@ use crate::door::{self, DoorQuestion};
 use crate::places::presented_session_hash;
 use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams, public_base};
+use crate::targeting;
 use qm_http::AppError;
 
 /// The header the snippet replays a door-session key in.
@@ -66,6 +68,8 @@ pub(crate) async fn check(
             ));
         }
     };
+    let page = targeting::page_named(&query, &headers)?;
+    let want_rules = targeting::wants_rules(&query);
     let cookies = RequestCookies::from_headers(&headers);
     let door_key = presented_door_key(&query, &headers, &cookies, &room_id)?;
     let question = DoorQuestion {
@@ -80,7 +84,8 @@ pub(crate) async fn check(
         .collect(),
         ownership_hash: presented_session_hash(&cookies, &room_id),
         identity,
-        ..DoorQuestion::default()
+        url: page,
+        want_rules,
     };
     let answer = door::ask(&state, question).await?;
     let reply = answer.reply;
@@ -104,6 +109,12 @@ pub(crate) async fn check(
             body.insert(
                 "waitingRoomUrl".into(),
                 json!(waiting_room_url(&state.config, &headers, &uri, &room_id)),
+            );
+        }
+        if let Some(verdict) = &reply.targeting {
+            body.insert(
+                "targeting".into(),
+                targeting::check_json(verdict, want_rules),
             );
         }
     }

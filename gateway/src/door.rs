@@ -11,7 +11,6 @@ use crate::GatewayState;
 use qm_http::AppError;
 
 /// Where the page a check is about was named.
-#[allow(dead_code)] // the scope and the inline gate name pages; both are being wired
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum UrlSource {
     /// `?url=` (or, inline, the request itself).

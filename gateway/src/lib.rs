@@ -24,6 +24,7 @@ mod request;
 mod status_body;
 mod status_read;
 mod stream_clock;
+mod targeting;
 #[cfg(test)]
 mod test_support;
 mod visitor;
@@ -192,6 +193,10 @@ fn contract_routes() -> Router<GatewayState> {
             post(notify::notify).merge(same_origin_preflight("POST, OPTIONS")),
         )
         .route("/check", get(check::check).options(check::check_preflight))
+        .route(
+            "/targeting",
+            get(targeting::targeting).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
         .route(
             "/health",
             get(health::health).merge(same_origin_preflight("GET, HEAD, OPTIONS")),

@@ -98,8 +98,20 @@ enum Patch {
     SessionTtl(u64),
     State(RoomState),
     Name(u8),
+    /// One of [`RULE_SETS`]: the rules' revision is derived in the fold, so both stores must
+    /// agree on it.
+    UrlPatterns(u8),
     Invalid(u8),
 }
+
+/// The `urlPatterns` an update may set (the empty set unscopes the room).
+const RULE_SETS: [&[&str]; 3] = [&[], &["/checkout/*"], &["/checkout/*", "!/checkout/help"]];
+/// The pages a check may name (`None` in the op: no page at all).
+const PAGES: [&str; 3] = [
+    "https://shop.example/checkout/pay",
+    "https://shop.example/checkout/help",
+    "https://shop.example/about",
+];
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
@@ -140,6 +152,8 @@ enum Op {
         key: Option<usize>,
         new_key: usize,
         session: usize,
+        /// Index into [`PAGES`].
+        page: Option<u8>,
     },
     Update {
         patch: Patch,
@@ -240,6 +254,7 @@ fn patch() -> impl Strategy<Value = Patch> {
         1 => (10u64..=120).prop_map(Patch::SessionTtl),
         2 => state().prop_map(Patch::State),
         1 => any::<u8>().prop_map(Patch::Name),
+        4 => (0u8..RULE_SETS.len() as u8).prop_map(Patch::UrlPatterns),
         1 => (0u8..5).prop_map(Patch::Invalid),
     ]
 }
@@ -276,8 +291,15 @@ fn op() -> impl Strategy<Value = Op> {
             proptest::option::of(0..DOOR_KEYS.len()),
             0..DOOR_KEYS.len(),
             0..SESSIONS.len(),
+            proptest::option::of(0u8..PAGES.len() as u8),
         )
-            .prop_map(|(claim, key, new_key, session)| Op::Check { claim, key, new_key, session }),
+            .prop_map(|(claim, key, new_key, session, page)| Op::Check {
+                claim,
+                key,
+                new_key,
+                session,
+                page,
+            }),
         2 => patch().prop_map(|patch| Op::Update { patch }),
         1 => Just(Op::Delete),
         1 => Just(Op::Recreate),
@@ -358,6 +380,11 @@ fn check_json(answer: &Option<CheckAnswer>, generation: u64) -> Value {
             "sessionOpened": answer.session_opened,
             "clearToken": answer.clear_token,
             "sessionExpiresAt": answer.session_expires_at_ms,
+            "targeting": answer.targeting.as_ref().map(|verdict| json!({
+                "rev": verdict.rev,
+                "scope": verdict.scope.as_str(),
+                "rule": verdict.rule_text(),
+            })),
         }),
     }
 }
@@ -372,6 +399,7 @@ fn patch_body(room_id: &str, patch: Patch) -> Value {
         Patch::SessionTtl(ttl) => ("sessionTtlSec", json!(ttl)),
         Patch::State(state) => ("state", json!(state.as_str())),
         Patch::Name(n) => ("name", json!(format!("Renamed {n}"))),
+        Patch::UrlPatterns(set) => ("urlPatterns", json!(RULE_SETS[set as usize])),
         Patch::Invalid(0) => ("passedTtlSec", json!(5)),
         Patch::Invalid(1) => ("maxConcurrent", json!(0)),
         Patch::Invalid(2) => ("queueMaxPerIp", json!(0)),
@@ -666,9 +694,11 @@ impl Case<'_> {
                 key,
                 new_key,
                 session,
+                page,
             } => {
                 let input = DoorInput {
                     claim: claim.map(|pick| self.claim(pick, side)),
+                    page: page.map(|page| PAGES[page as usize].to_owned()),
                     ownership_hash: SESSIONS[session].to_owned(),
                     key_hash: key.map(|key| DOOR_KEYS[key].to_owned()).unwrap_or_default(),
                     new_key_hash: DOOR_KEYS[new_key].to_owned(),

@@ -24,6 +24,7 @@ use qm_core::room::EffectiveState;
 use super::event::RoomEvent;
 use super::place::{CheckAction, CheckAnswer, Claim, ClaimedPlace, PlaceAnswer};
 use super::room::{Room, TicketStatus};
+use super::targeting::PageScope;
 
 /// `sessionTtlSec` when the room does not set it: idle minutes before a session ends.
 pub const DEFAULT_SESSION_TTL_SEC: u64 = 1200;
@@ -37,6 +38,8 @@ const SWEEP_SLACK: usize = 1024;
 pub struct DoorInput {
     /// The place the presented token names (verified at the edge).
     pub claim: Option<Claim>,
+    /// The page being visited (`url=` or the Referer, unparsed), when the edge was told.
+    pub page: Option<String>,
     /// Hash of the ownership cookie, "" without one.
     pub ownership_hash: String,
     /// Hash of a presented door-session key, "" without one.
@@ -202,6 +205,20 @@ impl Room {
     /// recorded) first. Pure: a store answers from a read copy when `change` is `None`, and
     /// otherwise runs [`super::Command::Door`], which decides again and commits the change.
     pub fn door_decision(&self, input: &DoorInput, now_ms: i64) -> DoorDecision {
+        // A page the room's rules leave out passes before anything is spent or opened.
+        let targeting = self.judge_page(input.page.as_deref());
+        if let Some(verdict) = targeting.as_ref().filter(|v| v.scope == PageScope::Out) {
+            return DoorDecision {
+                answer: self.out_of_scope(verdict.clone(), now_ms),
+                change: None,
+            };
+        }
+        let mut decision = self.door_decision_in_scope(input, now_ms);
+        decision.answer.targeting = targeting;
+        decision
+    }
+
+    fn door_decision_in_scope(&self, input: &DoorInput, now_ms: i64) -> DoorDecision {
         let state = self.effective_state(now_ms);
         let bounds = self.session_bounds();
         let answer = |action, reason| self.check_answer(action, reason, state);

@@ -45,6 +45,7 @@ fn input(claim: Option<Claim>, key: &str, new_key: &str, owner: &str) -> DoorInp
         ownership_hash: owner.to_owned(),
         key_hash: key.to_owned(),
         new_key_hash: new_key.to_owned(),
+        page: None,
     }
 }
 

@@ -12,6 +12,7 @@ mod presence;
 mod rewind;
 mod room;
 mod summary;
+mod targeting;
 mod visitors;
 
 #[cfg(test)]
@@ -36,4 +37,5 @@ pub use prequeue::DEFAULT_PRE_QUEUE_CEILING;
 pub use rewind::Mark;
 pub use room::{ApplyError, Room, TicketStatus};
 pub use summary::LiveStats;
+pub use targeting::{PageScope, PageVerdict, Targeting, pattern_action};
 pub use visitors::{LookupKeys, MAX_REF_SCAN, RefScan, matching_places};

@@ -7,6 +7,7 @@ use qm_core::room::{EffectiveState, RoomState};
 
 use super::prequeue::HandleStatus;
 use super::room::{Room, TicketStatus};
+use super::targeting::PageVerdict;
 
 /// A place a verified token claims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +119,8 @@ pub struct CheckAnswer {
     pub clear_token: bool,
     /// When the door session found or opened ends at the latest (0 without one).
     pub session_expires_at_ms: i64,
+    /// The page's verdict on a scoped room (`None` on an unscoped one).
+    pub targeting: Option<PageVerdict>,
 }
 
 impl Room {
@@ -195,6 +198,7 @@ impl Room {
             session_opened: false,
             clear_token: false,
             session_expires_at_ms: 0,
+            targeting: None,
         }
     }
 

@@ -12,6 +12,7 @@ use qm_core::room::{EffectiveState, RoomConfig};
 use super::door::DoorSessions;
 use super::event::{EjectedFrom, EventRecord, PassedBy, RoomEvent};
 use super::prequeue::PreQueue;
+use super::targeting::Targeting;
 
 /// Longest `passedTtlSec`: passes older than this can never hold a slot again, so they are
 /// dropped from the live-pass list.
@@ -111,6 +112,8 @@ pub struct Room {
     pub(crate) presence: HashMap<u64, i64>,
     /// Door sessions opened from this room's passes (`door.rs`).
     pub(crate) door: DoorSessions,
+    /// `urlPatterns` compiled, with the revision derived from the updates that changed them.
+    pub(crate) targeting: Targeting,
 }
 
 impl Room {
@@ -138,6 +141,7 @@ impl Room {
             branding_json: "{}".to_owned(),
             presence: HashMap::new(),
             door: DoorSessions::default(),
+            targeting: Targeting::default(),
         }
     }
 
@@ -315,6 +319,7 @@ impl Room {
             .as_ref()
             .and_then(|branding| serde_json::to_string(branding).ok())
             .unwrap_or_else(|| "{}".to_owned());
+        self.targeting.follow(&config.url_patterns, at_ms);
         self.config = config;
         self.updated_at_ms = at_ms;
     }

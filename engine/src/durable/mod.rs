@@ -39,6 +39,7 @@ use self::writer::Writer;
 use crate::Environment;
 use crate::domain::{
     Claim, ClaimedPlace, Command, DoorDecision, DoorInput, LapseReason, Outcome, PlaceAnswer, Room,
+    Targeting,
 };
 use crate::rooms::Slot;
 use crate::store::{RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
@@ -291,6 +292,13 @@ impl Store for DurableStore {
         input: DoorInput,
     ) -> StoreFuture<'_, Option<DoorDecision>> {
         Box::pin(std::future::ready(self.door_now(&room_id, &input)))
+    }
+
+    fn targeting(&self, room_id: String) -> StoreFuture<'_, Option<(u64, Targeting)>> {
+        let targeting = self.read_live(&room_id, |room, _| {
+            (room.generation(), room.targeting().clone())
+        });
+        Box::pin(std::future::ready(Ok(targeting)))
     }
 
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {

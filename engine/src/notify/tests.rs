@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 
 use super::*;
 use crate::MemoryStore;
-use crate::domain::{Command, DoorDecision, DoorInput, Outcome};
+use crate::domain::{Command, DoorDecision, DoorInput, Outcome, Targeting};
 use crate::store::{RoomJson, RoomWatch, StoreFuture};
 
 /// The memory store, with pre-queue handles: `handles[q]` is `None` before the draw and the
@@ -94,6 +94,9 @@ impl Store for DrawStore {
         input: DoorInput,
     ) -> StoreFuture<'_, Option<DoorDecision>> {
         self.inner.door_read(room_id, input)
+    }
+    fn targeting(&self, room_id: String) -> StoreFuture<'_, Option<(u64, Targeting)>> {
+        self.inner.targeting(room_id)
     }
     fn tick(&self, now_ms: i64) -> StoreFuture<'_, ()> {
         self.inner.tick(now_ms)

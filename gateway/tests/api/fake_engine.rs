@@ -470,4 +470,23 @@ impl Engine for FakeEngine {
     ) -> Result<Response<qm_proto::LookupVisitorsReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
+
+    /// Fake rooms have no rules: an unscoped room at rev 0, or `room_not_found`.
+    async fn targeting(
+        &self,
+        request: Request<TargetingRequest>,
+    ) -> Result<Response<TargetingReply>, Status> {
+        let room_id = request.into_inner().room_id;
+        let inner = self.inner.lock().unwrap();
+        match inner.rooms.get(&room_id) {
+            Some(room) => Ok(Response::new(TargetingReply {
+                generation: room.generation,
+                room_id,
+                ..Default::default()
+            })),
+            None => Err(
+                ApiError::new(ErrorCode::RoomNotFound, format!("no room {room_id:?}")).to_status(),
+            ),
+        }
+    }
 }

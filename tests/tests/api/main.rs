@@ -21,6 +21,7 @@ mod protection;
 mod refresh;
 mod routing;
 mod security_logs;
+mod targeting;
 mod visitor;
 mod visitors;
 

@@ -1,0 +1,184 @@
+//! URL targeting at the edge: which page a door check is about (`url=`, else the Referer), the
+//! `targeting` object its answer carries on a scoped room, and `GET /api/targeting`, the rule
+//! list an edge connector polls (strong ETag, 304 on a match). The verdict itself is the
+//! engine's: the gateway only refuses a malformed `url=` and passes the page on.
+
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH, REFERER};
+use http::{HeaderMap, HeaderValue, StatusCode};
+use qm_core::ErrorCode;
+use qm_core::ids::is_valid_room_id;
+use qm_core::scope::page_url;
+use qm_proto::{CheckTargeting, TargetingPattern, TargetingReply, TargetingRequest};
+use serde_json::{Value, json};
+
+use crate::GatewayState;
+use crate::door::UrlSource;
+use crate::rate_limit::JoinRateLimiter;
+use crate::request::{ClientAddress, QueryParams};
+use qm_http::AppError;
+
+/// The page a check names: `url=` when sent (refused with `invalid_url` unless it is an
+/// absolute http(s) URL of bounded length), else the Referer (passed on as it came: one that is
+/// not a web URL is an unknown page, never an error), else none (unknown: queued).
+pub(crate) fn page_named(
+    query: &QueryParams,
+    headers: &HeaderMap,
+) -> Result<Option<(String, UrlSource)>, AppError> {
+    if let Some(url) = query.non_empty("url") {
+        return match page_url(url) {
+            Some(_) => Ok(Some((url.to_owned(), UrlSource::Query))),
+            None => Err(AppError::new(
+                ErrorCode::InvalidUrl,
+                "url must be the absolute http(s) URL of the page, at most 4096 characters",
+            )),
+        };
+    }
+    Ok(headers
+        .get(REFERER)
+        .and_then(|value| value.to_str().ok())
+        .filter(|referer| !referer.is_empty())
+        .map(|referer| (referer.to_owned(), UrlSource::Referer)))
+}
+
+/// `?targeting=1`: the answer lists the room's rules.
+pub(crate) fn wants_rules(query: &QueryParams) -> bool {
+    matches!(query.get("targeting"), Some("1" | "true"))
+}
+
+fn patterns_json(patterns: &[TargetingPattern]) -> Value {
+    patterns
+        .iter()
+        .map(|rule| json!({"pattern": rule.pattern, "action": rule.action}))
+        .collect()
+}
+
+/// The `targeting` object of a door check's answer.
+pub(crate) fn check_json(targeting: &CheckTargeting, want_rules: bool) -> Value {
+    let mut body = json!({
+        "rev": targeting.rev,
+        "rules": targeting.rules,
+        "scope": targeting.scope,
+        "rule": targeting.rule,
+        "action": targeting.action,
+    });
+    if want_rules {
+        body["patterns"] = patterns_json(&targeting.patterns);
+    }
+    body
+}
+
+/// The strong validator of a room's targeting: the answer is a function of the room, its
+/// generation and its rule revision, so these three name it.
+fn etag(reply: &TargetingReply) -> String {
+    format!("\"{}.{}.{}\"", reply.room_id, reply.generation, reply.rev)
+}
+
+/// Whether `If-None-Match` names `etag` (or is `*`). The comparison is weak, as RFC 9110 asks
+/// of If-None-Match: a `W/` prefix does not prevent a match.
+fn matches_none_match(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|tag| tag.trim())
+        .any(|tag| tag == "*" || tag.trim_start_matches("W/") == etag)
+}
+
+/// GET /api/targeting?roomId=: the room's rules for an edge connector. It spends the caller's
+/// CHECK_LIMIT_PER_MIN budget, like every other route a connector calls.
+pub(crate) async fn targeting(
+    State(state): State<GatewayState>,
+    ClientAddress(address): ClientAddress,
+    query: QueryParams,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    if let Err(retry_after_sec) = state.check_limiter.try_acquire(address, Instant::now()) {
+        return Err(AppError(JoinRateLimiter::check_refusal(retry_after_sec)));
+    }
+    let room_id = match query.get("roomId") {
+        Some(room_id) if is_valid_room_id(room_id) => room_id.to_owned(),
+        _ => {
+            return Err(AppError::new(
+                ErrorCode::InvalidRoomId,
+                "roomId must name a room",
+            ));
+        }
+    };
+    let request = TargetingRequest {
+        room_id,
+        ..TargetingRequest::default()
+    };
+    let reply = state.engine.clone().targeting(request).await?.into_inner();
+    let etag = etag(&reply);
+    let mut response = if matches_none_match(&headers, &etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        axum::Json(json!({
+            "roomId": reply.room_id,
+            "rev": reply.rev,
+            "scoped": reply.scoped,
+            "updatedAt": reply.updated_at_ms,
+            "patterns": patterns_json(&reply.patterns),
+        }))
+        .into_response()
+    };
+    let response_headers = response.headers_mut();
+    // Cached, but asked about every time: a 304 is the cheap answer, never a stale rule list.
+    response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        response_headers.insert(ETAG, value);
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::headers;
+
+    #[test]
+    fn url_then_referer_then_nothing() {
+        let query = |text: &str| QueryParams::parse(Some(text));
+        let referer = headers(&[("referer", "https://shop.example/from")]);
+        let named = page_named(&query("url=https%3A%2F%2Fshop.example%2Fa"), &referer);
+        assert_eq!(
+            named.ok().flatten(),
+            Some(("https://shop.example/a".to_owned(), UrlSource::Query))
+        );
+        assert_eq!(
+            page_named(&query("roomId=r"), &referer).ok().flatten(),
+            Some(("https://shop.example/from".to_owned(), UrlSource::Referer))
+        );
+        assert_eq!(
+            page_named(&query("url="), &HeaderMap::new()).ok().flatten(),
+            None,
+            "an empty url= is no url"
+        );
+        let garbage = headers(&[("referer", "not a url")]);
+        assert!(
+            page_named(&query("roomId=r"), &garbage).is_ok(),
+            "a bad Referer is an unknown page, not an error"
+        );
+        for bad in ["/relative", "ftp://x.example/", "javascript:alert(1)"] {
+            let error = page_named(&query(&format!("url={bad}")), &HeaderMap::new())
+                .expect_err("malformed url=");
+            assert_eq!(error.0.code, ErrorCode::InvalidUrl, "{bad}");
+        }
+    }
+
+    #[test]
+    fn if_none_match_compares_weakly_and_takes_lists_and_star() {
+        let tag = "\"r.1.2\"";
+        let with = |value: &str| headers(&[("if-none-match", value)]);
+        assert!(matches_none_match(&with("\"r.1.2\""), tag));
+        assert!(matches_none_match(&with("\"x\", W/\"r.1.2\""), tag));
+        assert!(matches_none_match(&with("*"), tag));
+        assert!(!matches_none_match(&with("\"r.1.1\""), tag));
+        assert!(!matches_none_match(&HeaderMap::new(), tag));
+    }
+}
