@@ -3,21 +3,27 @@
 //! verdict does not depend on the rules' order, a matching exception always wins, and a rule
 //! pinned to an origin never puts a page of another origin in scope.
 //!
-//! Input: lines; the first is the page URL (skipped when it does not parse), every other line is
-//! one rule (at most 25, each cut to 300 bytes, as the room document allows).
+//! Input: lines; the first is the page URL, read by the door's own parser (`page_url`: what it
+//! accepts is an http(s) URL with a host, at most 4096 characters; anything else is skipped),
+//! every other line is one rule (at most 25, each cut to 300 bytes, as the room document allows).
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use qm_core::scope::{Scope, UrlScope};
+use qm_core::scope::{Scope, UrlScope, page_url};
 use url::Url;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
     let mut lines = text.split('\n');
-    let Some(Ok(page)) = lines.next().map(Url::parse) else {
+    let Some(first) = lines.next() else {
         return;
     };
+    let Some(page) = page_url(first) else {
+        return;
+    };
+    assert!(first.len() <= 4096 && matches!(page.scheme(), "http" | "https"));
+    assert!(page.host_str().is_some_and(|host| !host.is_empty()));
     let rules: Vec<String> = lines
         .take(25)
         .map(|rule| rule.chars().take(300).collect())
