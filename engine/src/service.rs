@@ -256,6 +256,7 @@ impl Engine for EngineService {
                 generation: answer.generation,
                 target_url: answer.target_url,
                 tag_origins: answer.tag_origins,
+                backend_down: self.store.backend_down(),
                 ..CheckReply::default()
             },
             None => CheckReply {

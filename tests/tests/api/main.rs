@@ -11,6 +11,7 @@ mod drop;
 mod events;
 mod health;
 mod identity;
+mod inline;
 mod notify;
 mod operator_input;
 mod outflow;
