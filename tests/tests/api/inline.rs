@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use qm_tests::origin::TestOrigin;
-use qm_tests::{Reply, SseStream, TestApp, room_body, spawn_app_with};
+use qm_tests::{Reply, SseStream, TestApp, room_body, spawn_app_with, spawn_edge, test_env};
 use reqwest::header::{ACCEPT, COOKIE, HOST};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -354,6 +354,57 @@ async fn an_origin_that_is_down_or_a_room_that_cannot_forward_answers_in_the_env
         (502, "origin_unavailable"),
         "{}",
         gone.text
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn on_backend_down_open_lets_nobody_through_while_the_backend_is_up() {
+    let origin = TestOrigin::start().await;
+    let app = spawn_app_with(&[("INLINE_HOSTS", "shop.test=shop")]).await;
+    app.create_room(room_body(
+        ROOM,
+        0,
+        json!({ "proxyOrigin": origin.url, "onBackendDown": "open" }),
+    ))
+    .await;
+    let api = app
+        .send(on_host(&app, reqwest::Method::GET, "/products").header(ACCEPT, "application/json"))
+        .await;
+    assert_eq!((api.status, api.code()), (403, "not_admitted"));
+    let page = app
+        .send(on_host(&app, reqwest::Method::GET, "/products").header(ACCEPT, "text/html"))
+        .await;
+    assert_eq!(page.status, 200);
+    assert!(page.text.contains("\"inline\":true"));
+    assert!(!page.text.contains("retryAfterSec"));
+    assert_eq!(
+        origin.hits(),
+        0,
+        "open only matters while the backend is down"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn with_the_engine_unreachable_the_gate_keeps_the_site_closed() {
+    let mut env = test_env();
+    env.insert("INLINE_HOSTS".to_owned(), "shop.test=shop".to_owned());
+    let app = spawn_edge(qm_tests::process::free_addr(), &env).await;
+    let page = app
+        .send(on_host(&app, reqwest::Method::GET, "/products").header(ACCEPT, "text/html"))
+        .await;
+    assert_eq!(page.status, 503, "{}", page.text);
+    assert!(page.header("retry-after").is_some());
+    assert!(page.text.contains("\"retryAfterSec\":"), "{}", page.text);
+    let api = app
+        .send(on_host(&app, reqwest::Method::GET, "/api/cart").header(ACCEPT, "application/json"))
+        .await;
+    assert_eq!(
+        (api.status, api.code()),
+        (503, "engine_unavailable"),
+        "{}",
+        api.text
     );
     app.stop().await;
 }
