@@ -408,3 +408,40 @@ async fn with_the_engine_unreachable_the_gate_keeps_the_site_closed() {
     );
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_no_javascript_form_joins_under_qm_and_returns_to_the_sites_page() {
+    let origin = TestOrigin::start().await;
+    let app = inline_app(&origin).await;
+    let page = app
+        .send(on_host(&app, reqwest::Method::GET, "/products/42").header(ACCEPT, "text/html"))
+        .await;
+    assert!(
+        page.text.contains("action=\"/__qm/w\""),
+        "the form posts under /__qm: {}",
+        page.text
+    );
+    let joined = app
+        .send(
+            on_host(&app, reqwest::Method::POST, "/__qm/w")
+                .header("sec-fetch-site", "same-origin")
+                .header("referer", "http://shop.test/products/42?colour=red")
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(""),
+        )
+        .await;
+    assert_eq!(joined.status, 303, "{}", joined.text);
+    assert_eq!(joined.header("location"), Some("/products/42?colour=red"));
+    assert!(joined.cookie("qm_shop").is_some());
+    // A Referer from another host does not choose where the browser goes.
+    let elsewhere = app
+        .send(
+            on_host(&app, reqwest::Method::POST, "/__qm/w")
+                .header("sec-fetch-site", "same-origin")
+                .header("referer", "https://evil.example/phish"),
+        )
+        .await;
+    assert_eq!(elsewhere.header("location"), Some("/"));
+    assert_eq!(origin.hits(), 0);
+    app.stop().await;
+}
