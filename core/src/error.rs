@@ -128,6 +128,10 @@ error_codes! {
     InvalidEmail => "invalid_email", 400;
     NotifyDisabled => "notify_disabled", 400;
     PlaceLapsed => "place_lapsed", 409;
+    // Inline mode (a host of INLINE_HOSTS).
+    NotAdmitted => "not_admitted", 403;
+    OriginUnavailable => "origin_unavailable", 502;
+    InlineRoomUnavailable => "inline_room_unavailable", 502;
 }
 
 impl ErrorCode {

@@ -297,6 +297,7 @@ impl Engine for EngineService {
                 session_opened: answer.session_opened,
                 clear_token: answer.clear_token,
                 session_expires_at_ms: answer.session_expires_at_ms,
+                backend_down: self.store.backend_down(),
             },
             None => CheckReply {
                 room_found: false,

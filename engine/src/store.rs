@@ -118,6 +118,12 @@ pub trait Store: Send + Sync + 'static {
         None
     }
 
+    /// Whether the backend that takes a room's changes is unreachable right now (Valkey, on the
+    /// durable store): the inline gate's onBackendDown. The memory store has none to lose.
+    fn backend_down(&self) -> bool {
+        false
+    }
+
     /// Creates or updates a room from a `POST /api/admin/rooms` body.
     fn put_room(&self, body: Value) -> StoreFuture<'_, PutOutcome> {
         Box::pin(async move {

@@ -12,6 +12,7 @@ mod events;
 pub mod fuzzing;
 mod health;
 mod hub;
+mod inline;
 mod join_form;
 mod notify;
 mod pages;
@@ -126,8 +127,17 @@ impl GatewayApp {
         GatewayApp { state, stopping }
     }
 
-    /// Every route of the gateway.
+    /// Every route of the gateway, behind the inline front when INLINE_HOSTS names a host.
     pub fn router(&self) -> Router {
+        let routes = self.routes();
+        if self.state.config.inline_hosts.is_empty() {
+            return routes;
+        }
+        inline::front(self.state.clone(), routes)
+    }
+
+    /// The gateway's own routes.
+    fn routes(&self) -> Router {
         let contract = contract_routes();
         Router::new()
             .nest("/api/v1", contract.clone())

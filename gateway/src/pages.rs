@@ -164,7 +164,11 @@ pub(crate) async fn room_info(state: &GatewayState, room_id: &str) -> Option<Roo
 }
 
 /// The browser's place in `room_id`, from its cookies.
-async fn read_place(state: &GatewayState, room_id: &str, cookies: &RequestCookies) -> PlaceRead {
+pub(crate) async fn read_place(
+    state: &GatewayState,
+    room_id: &str,
+    cookies: &RequestCookies,
+) -> PlaceRead {
     let Some(presented) = cookies
         .get(&queue_cookie_name(room_id))
         .and_then(|token| state.token_check().verify(token, Some(room_id)))
@@ -204,6 +208,18 @@ pub(crate) fn locale_of(headers: &HeaderMap) -> Locale {
         })
 }
 
+/// Where a waiting page is served from: the queue host's own `/w/<room>` (the default), or a
+/// site's URL on an inline host, whose assets, API and join form live under `/__qm`.
+#[derive(Debug, Default)]
+pub(crate) struct PageFrame {
+    /// Prefixed to the asset paths (`/__qm` inline).
+    pub(crate) asset_base: &'static str,
+    /// Fields added to the script's config (`inline`, `apiBase`, `retryAfterSec`).
+    pub(crate) config: Map<String, Value>,
+    /// Where the no-JavaScript join form posts, instead of `/w/<room>`.
+    pub(crate) form_action: Option<String>,
+}
+
 /// The waiting page for what the server knows: the config for the script and the rendered view.
 pub(crate) fn render_page(
     room_id: &str,
@@ -214,6 +230,49 @@ pub(crate) fn render_page(
     notice: Option<JoinNotice>,
     notify_enabled: bool,
 ) -> String {
+    let page = PageParts {
+        room_id,
+        info,
+        place,
+        return_url,
+        locale,
+        notice,
+        notify_enabled,
+    };
+    render_page_in(&PageFrame::default(), page)
+}
+
+/// What one waiting page shows, wherever it is served.
+pub(crate) struct PageParts<'a> {
+    pub(crate) room_id: &'a str,
+    pub(crate) info: Option<&'a RoomInfoReply>,
+    pub(crate) place: &'a PlaceRead,
+    pub(crate) return_url: Option<&'a str>,
+    pub(crate) locale: Locale,
+    pub(crate) notice: Option<JoinNotice>,
+    pub(crate) notify_enabled: bool,
+}
+
+/// [`render_page`] in a frame.
+pub(crate) fn render_page_in(frame: &PageFrame, page: PageParts<'_>) -> String {
+    let PageParts {
+        room_id,
+        info,
+        place,
+        return_url,
+        locale,
+        notice,
+        notify_enabled,
+    } = page;
+    let framed = |mut config: Value, mut view: PageView| {
+        if let Value::Object(fields) = &mut config {
+            fields.extend(frame.config.clone());
+        }
+        if let Some(action) = &frame.form_action {
+            view.form_action = action.clone();
+        }
+        qm_web::waiting_page_under(&config, &view, frame.asset_base)
+    };
     let now = now_ms();
     let Some(info) = info else {
         let config = json!({ "roomId": room_id, "found": null });
@@ -224,7 +283,7 @@ pub(crate) fn render_page(
             message: None,
             form_action: page_path(room_id, None),
         };
-        return qm_web::waiting_page(&config, &view);
+        return framed(config, view);
     };
     if !info.found {
         // The script says so itself from `found: false`; the text is for a browser without it.
@@ -236,7 +295,7 @@ pub(crate) fn render_page(
             form_action: page_path(room_id, None),
         };
         let config = page_config(room_id, info, None, now);
-        return qm_web::waiting_page(&config, &view);
+        return framed(config, view);
     }
     let return_url = return_url.filter(|url| return_url_allowed(url, &info.return_origins));
     let lapsed = match place {
@@ -265,7 +324,7 @@ pub(crate) fn render_page(
         message,
         form_action: page_path(room_id, return_url),
     };
-    qm_web::waiting_page(&config, &view)
+    framed(config, view)
 }
 
 /// What a visitor without JavaScript is shown for the place read. Only a place this browser

@@ -255,6 +255,9 @@ pub struct Options {
     pub window: (u32, u32),
     /// The browser's language list (Accept-Language and navigator.languages), e.g. `th`.
     pub lang: Option<String>,
+    /// Host names the browser resolves to 127.0.0.1 (`--host-resolver-rules`), so a page can be
+    /// opened on a name of its own (an inline host) and the server sees that `Host`.
+    pub loopback_hosts: Vec<String>,
 }
 
 impl Default for Options {
@@ -262,6 +265,7 @@ impl Default for Options {
         Options {
             window: DESKTOP,
             lang: None,
+            loopback_hosts: Vec::new(),
         }
     }
 }
@@ -337,6 +341,14 @@ impl Browser {
             format!("--user-data-dir={}", profile.display()),
             format!("--window-size={width},{height}"),
         ];
+        if !options.loopback_hosts.is_empty() {
+            let rules: Vec<String> = options
+                .loopback_hosts
+                .iter()
+                .map(|host| format!("MAP {host} 127.0.0.1"))
+                .collect();
+            args.push(format!("--host-resolver-rules={}", rules.join(",")));
+        }
         let mut prefs = serde_json::Map::new();
         if let Some(lang) = &options.lang {
             args.push(format!("--lang={lang}"));

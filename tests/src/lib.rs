@@ -9,6 +9,7 @@
 
 pub mod axe;
 pub mod browser;
+pub mod origin;
 pub mod postgres;
 pub mod process;
 pub mod servers;

@@ -62,7 +62,7 @@
         }
         busy = true;
         ui.setText(state, t("notifySaving"));
-        fetch("/api/notify", {
+        fetch((typeof config.apiBase === "string" ? config.apiBase : "") + "/api/notify", {
           method: "POST",
           credentials: "same-origin",
           headers: { "Content-Type": "application/json", "Accept": "application/json" },

@@ -22,6 +22,11 @@
   var t = ui.t;
 
   var roomId = typeof config.roomId === "string" ? config.roomId : "";
+  // Inline mode: the page stands in for the site's own page, on the site's host. Its API lives
+  // under `apiBase` (/__qm), the place travels in cookies only (never in a URL or in storage),
+  // and the way through is the very URL the page stands on.
+  var inline = config.inline === true;
+  var apiBase = typeof config.apiBase === "string" ? config.apiBase : "";
   var storageKey = "qm_token_" + roomId;
   var token = null;
   var stream = null;
@@ -49,6 +54,9 @@
 
   function storeToken(value) {
     token = value;
+    if (inline) {
+      return;
+    }
     try {
       if (value) {
         window.localStorage.setItem(storageKey, value);
@@ -61,6 +69,9 @@
   }
 
   function storedToken() {
+    if (inline) {
+      return null; // The queue cookie is presented with every request.
+    }
     try {
       // `qm:<room>` is where pages before this one kept it.
       return window.localStorage.getItem(storageKey) || window.localStorage.getItem("qm:" + roomId);
@@ -82,6 +93,9 @@
   }
 
   function safeRedirectTarget(status) {
+    if (inline) {
+      return window.location.href;
+    }
     var candidates = [config.returnUrl, status.redirectUrl];
     for (var index = 0; index < candidates.length; index += 1) {
       var candidate = candidates[index];
@@ -216,7 +230,7 @@
     if (presentedToken) {
       body.token = presentedToken;
     }
-    fetch("/api/join", {
+    fetch(apiBase + "/api/join", {
       method: "POST",
       credentials: "same-origin",
       headers: { "Content-Type": "application/json", "Accept": "application/json" },
@@ -309,7 +323,7 @@
       startPolling();
       return;
     }
-    var source = new window.EventSource("/events?token=" + encodeURIComponent(token));
+    var source = new window.EventSource(inline ? apiBase + "/events" : "/events?token=" + encodeURIComponent(token));
     stream = source;
     source.addEventListener("status", function (event) {
       // A frame from a stream this page already replaced says nothing about the current place.
@@ -407,7 +421,9 @@
     if (!token) {
       return;
     }
-    var url = "/api/status?roomId=" + encodeURIComponent(roomId) + "&token=" + encodeURIComponent(token);
+    var url = inline
+      ? apiBase + "/api/status"
+      : "/api/status?roomId=" + encodeURIComponent(roomId) + "&token=" + encodeURIComponent(token);
     fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (response) {
         return readJson(response).then(function (answer) {
@@ -466,6 +482,14 @@
   }
   if (config.found === false) {
     renderNotFound();
+    return;
+  }
+  if (typeof config.retryAfterSec === "number") {
+    // The queue's backend is down and the room keeps the site closed meanwhile: no place is
+    // taken; the page asks again for the same URL once the server's Retry-After has passed.
+    ui.setState("error");
+    ui.setText(elements.lead, t("unavailable"));
+    window.setTimeout(function () { window.location.reload(); }, Math.max(1, config.retryAfterSec) * 1000);
     return;
   }
   if (config.lapsed === "expired" || config.lapsed === "reset") {

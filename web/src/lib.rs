@@ -98,6 +98,16 @@ pub fn waiting_notify_js_path() -> String {
 /// script's `sentences` in it, from the one table. `view` is the server-rendered half: the
 /// operator's message, the language switch and what a visitor without JavaScript sees.
 pub fn waiting_page(config_json: &serde_json::Value, view: &PageView) -> String {
+    waiting_page_under(config_json, view, "")
+}
+
+/// [`waiting_page`] with its assets linked under `asset_base` (`/__qm` on an inline host, where
+/// every other path belongs to the site).
+pub fn waiting_page_under(
+    config_json: &serde_json::Value,
+    view: &PageView,
+    asset_base: &str,
+) -> String {
     use sentences::*;
     let locale = view.locale;
     let title = page_title(config_json);
@@ -116,10 +126,16 @@ pub fn waiting_page(config_json: &serde_json::Value, view: &PageView) -> String 
         &[
             ("LANG", locale.tag().to_owned()),
             ("TITLE", escape_html(&title)),
-            ("CSS_HREF", waiting_css_path()),
-            ("JS_HREF", waiting_js_path()),
-            ("UI_JS_HREF", waiting_ui_js_path()),
-            ("NOTIFY_JS_HREF", waiting_notify_js_path()),
+            ("CSS_HREF", format!("{asset_base}{}", waiting_css_path())),
+            ("JS_HREF", format!("{asset_base}{}", waiting_js_path())),
+            (
+                "UI_JS_HREF",
+                format!("{asset_base}{}", waiting_ui_js_path()),
+            ),
+            (
+                "NOTIFY_JS_HREF",
+                format!("{asset_base}{}", waiting_notify_js_path()),
+            ),
             ("NOSCRIPT_HEAD", view.noscript_head()),
             ("LOGO", logo_html(config_json, locale)),
             ("LABEL_LANGUAGE", text(&LABEL_LANGUAGE)),

@@ -319,6 +319,7 @@ pub(crate) const SCRIPT: &[(&str, &Sentence)] = &[
     ("passedFallback", &PASSED_FALLBACK),
     ("passedLink", &PASSED_LINK),
     ("noRoom", &NO_ROOM),
+    ("unavailable", &UNAVAILABLE),
     ("noRoomId", &NO_ROOM_ID),
     ("waitUnknown", &WAIT_UNKNOWN),
     ("waitUnderMinute", &WAIT_UNDER_A_MINUTE),

@@ -6,8 +6,10 @@
 //! - `values` and `rules`: each variable read and checked against its own rule.
 //! - `parse`: [`Config::from_source`], the rules that relate variables to each other.
 //! - `proxies`: TRUSTED_PROXIES' address ranges.
+//! - `inline_hosts`: INLINE_HOSTS, the hosts of inline mode and their rooms.
 
 mod fd_limit;
+mod inline_hosts;
 mod parse;
 mod proxies;
 mod rules;
@@ -24,6 +26,7 @@ use serde_json::{Map, Value, json};
 
 use crate::token::Keyring;
 
+pub use inline_hosts::{InlineHost, InlineHosts};
 pub use proxies::{IpRange, TrustedProxies};
 pub use table::{Process, VARIABLES, Variable};
 
@@ -167,6 +170,10 @@ pub struct Config {
     pub shutdown_drain_sec: u64,
     /// Peers whose X-Forwarded-For the gateway believes (TRUSTED_PROXIES); empty trusts nobody.
     pub trusted_proxies: TrustedProxies,
+    /// Hosts this gateway stands in front of, each with its room (INLINE_HOSTS): inline mode.
+    pub inline_hosts: InlineHosts,
+    /// Seconds the inline gate waits for an origin's answer to begin (INLINE_ORIGIN_TIMEOUT_SEC).
+    pub inline_origin_timeout_sec: u64,
     /// Turn notifications by e-mail (EMAIL_NOTIFY); off by default.
     pub email_notify: bool,
     /// The SMTP relay (SMTP_URL); may carry a password, so it is never printed whole.

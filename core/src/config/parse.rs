@@ -122,6 +122,8 @@ impl Config {
             prequeue_max: values.number("PREQUEUE_MAX")?,
             shutdown_drain_sec: values.number("SHUTDOWN_DRAIN_SEC")?,
             trusted_proxies: values.ip_ranges("TRUSTED_PROXIES")?.unwrap_or_default(),
+            inline_hosts: values.inline_hosts("INLINE_HOSTS")?.unwrap_or_default(),
+            inline_origin_timeout_sec: values.number("INLINE_ORIGIN_TIMEOUT_SEC")?,
             email_notify,
             smtp_url: smtp_url.map(SecretString::from),
             email_from: values.required_text("EMAIL_FROM")?,

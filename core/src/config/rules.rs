@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use super::inline_hosts::InlineHosts;
 use super::proxies::TrustedProxies;
 use super::table::Rule;
 
@@ -16,6 +17,7 @@ pub(super) enum Parsed {
     SocketAddr(SocketAddr),
     IpRanges(TrustedProxies),
     AssetNames(Vec<String>),
+    InlineHosts(InlineHosts),
 }
 
 impl Rule {
@@ -62,6 +64,7 @@ impl Rule {
             Rule::IpRanges => TrustedProxies::parse(text).map(Parsed::IpRanges),
             Rule::AssetNames => parse_asset_names(text).map(Parsed::AssetNames),
             Rule::PublicUrl => parse_public_url(trimmed).map(Parsed::Text),
+            Rule::InlineHosts => InlineHosts::parse(text).map(Parsed::InlineHosts),
         }
     }
 }

@@ -72,6 +72,8 @@ pub enum Rule {
     AssetNames,
     /// An absolute `http(s)://` URL with a host and no query, fragment or credentials.
     PublicUrl,
+    /// Comma-separated `host[:port]=roomId` entries (INLINE_HOSTS).
+    InlineHosts,
 }
 
 /// A process of the product (`qm all` is all three).
@@ -573,6 +575,24 @@ pub static VARIABLES: &[Variable] = &[
         secret: false,
         read_by: &[Gateway],
         shown: Shown::Value(|config| json!(config.trusted_proxies.to_strings())),
+        warning: None,
+    },
+    Variable {
+        name: "INLINE_HOSTS",
+        default: Fallback::Described("empty (no inline host)"),
+        rule: Rule::InlineHosts,
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.inline_hosts.to_strings())),
+        warning: None,
+    },
+    Variable {
+        name: "INLINE_ORIGIN_TIMEOUT_SEC",
+        default: Fallback::Value("30"),
+        rule: Rule::Number { min: 1, max: 600 },
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| json!(config.inline_origin_timeout_sec)),
         warning: None,
     },
     Variable {

@@ -435,6 +435,8 @@ fn every_variable_set() -> HashMap<&'static str, &'static str> {
         ("PREQUEUE_MAX", "16"),
         ("SHUTDOWN_DRAIN_SEC", "17"),
         ("TRUSTED_PROXIES", "10.0.0.0/8"),
+        ("INLINE_HOSTS", "Shop.Example=drop"),
+        ("INLINE_ORIGIN_TIMEOUT_SEC", "25"),
         ("EMAIL_NOTIFY", "1"),
         ("SMTP_URL", "smtps://queue:smtp-password-1@mail.example:465"),
         ("EMAIL_FROM", "queue@shop.example"),
@@ -503,6 +505,11 @@ fn every_variable_of_the_table_reaches_the_config() {
         ),
         (8192, 2048, 23, 24)
     );
+    assert_eq!(
+        config.inline_hosts.room_for("shop.example:443"),
+        Some("drop")
+    );
+    assert_eq!(config.inline_origin_timeout_sec, 25);
     assert!(config.email_notify);
     assert_eq!(config.email_from, "queue@shop.example");
     assert!(config.log_json());
@@ -552,6 +559,8 @@ fn the_view_keeps_its_order_and_shape() {
     assert_eq!(view["PUBLIC_API_KEY"], "unset");
     assert_eq!(view["SIDESTORE"], "none");
     assert_eq!(view["TRUSTED_PROXIES"], json!([]));
+    assert_eq!(view["INLINE_HOSTS"], json!([]));
+    assert_eq!(view["INLINE_ORIGIN_TIMEOUT_SEC"], 30);
     assert_eq!(view["PORT"], 8080);
 }
 
@@ -682,5 +691,16 @@ fn the_readme_documents_exactly_the_table() {
     assert!(
         unknown.is_empty(),
         "README.md's configuration table names {unknown:?}, which the configuration table does not have"
+    );
+}
+
+#[test]
+fn a_bad_inline_host_stops_start_up_naming_the_variable_and_the_entry() {
+    let source = HashMap::from([("INLINE_HOSTS", "shop.example=drop,www.example")]);
+    let error = Config::from_source(&source).unwrap_err().to_string();
+    assert!(error.contains("INLINE_HOSTS"), "{error}");
+    assert!(
+        error.contains("'www.example' is not host=roomId"),
+        "{error}"
     );
 }

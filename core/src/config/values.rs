@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 
+use super::inline_hosts::InlineHosts;
 use super::proxies::TrustedProxies;
 use super::rules::Parsed;
 use super::table::{self, Fallback, VARIABLES};
@@ -137,6 +138,17 @@ impl Values {
             None => Ok(None),
             Some(Parsed::IpRanges(ranges)) => Ok(Some(ranges)),
             Some(_) => Err(not_of_kind(name, "IP ranges")),
+        }
+    }
+
+    pub(super) fn inline_hosts(
+        &mut self,
+        name: &'static str,
+    ) -> Result<Option<InlineHosts>, ConfigError> {
+        match self.take(name)? {
+            None => Ok(None),
+            Some(Parsed::InlineHosts(hosts)) => Ok(Some(hosts)),
+            Some(_) => Err(not_of_kind(name, "inline hosts")),
         }
     }
 

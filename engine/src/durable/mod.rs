@@ -337,6 +337,10 @@ impl Store for DurableStore {
         Some(self.shared.ready.subscribe())
     }
 
+    fn backend_down(&self) -> bool {
+        !self.shared.is_valkey_ok()
+    }
+
     fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()> {
         if let Some(slot) = self.shared.rooms.get(&room_id)
             && slot.read(Room::is_live)

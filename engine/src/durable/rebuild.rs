@@ -171,6 +171,11 @@ pub(crate) async fn recover(shared: Arc<Shared>) {
                 Ok(None) => {
                     shared.set_valkey_ok(true);
                     tracing::warn!("valkey lost its data; rebuilding every room from the journal");
+                    // A Valkey that lost its data lost the function library with it.
+                    if let Err(error) = shared.valkey.load_library().await {
+                        tracing::warn!(%error, "could not load the function library again");
+                        continue;
+                    }
                     for slot in shared.rooms.all() {
                         if !matches!(slot.extra.trouble(), Some(Trouble::Broken(_))) {
                             shared.diverge(slot.room_id());

@@ -102,6 +102,11 @@ impl Shared {
         self.update_ready();
     }
 
+    /// Valkey answered the last call or probe.
+    pub(crate) fn is_valkey_ok(&self) -> bool {
+        self.valkey_ok.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn is_ready(&self) -> bool {
         *self.ready.borrow()
     }

@@ -12,6 +12,7 @@ mod drop;
 mod events;
 mod health;
 mod identity;
+mod inline;
 mod notify;
 mod operator_input;
 mod outflow;

@@ -6,4 +6,5 @@
 
 mod console;
 mod console_controls;
+mod inline;
 mod visitor;

@@ -371,6 +371,7 @@ async fn the_waiting_page_is_accessible_and_screenshotted_at_both_sizes() {
         let browser = Browser::open_with(Options {
             window: DESKTOP,
             lang: None,
+            ..Options::default()
         })
         .await;
         browser.goto(&page_url(&app, "look")).await;
@@ -440,6 +441,7 @@ async fn a_thai_browser_gets_the_page_in_thai() {
         let browser = Browser::open_with(Options {
             window: DESKTOP,
             lang: Some("th".to_owned()),
+            ..Options::default()
         })
         .await;
         browser.goto(&page_url(&app, "thai")).await;
@@ -705,7 +707,11 @@ async fn the_layout_holds_still_when_the_numbers_change() {
                     document.documentElement.scrollHeight];"#;
 
         for window in [DESKTOP, PHONE] {
-            let browser = Browser::open_with(Options { window, lang: None }).await;
+            let browser = Browser::open_with(Options {
+                window,
+                ..Options::default()
+            })
+            .await;
             browser.goto(&page_url(&app, "still")).await;
             let mut seen = None;
             // Two digits, then one: the change most likely to move what follows.

@@ -10,8 +10,12 @@
 //!
 //! `qm-bench contention` — two engines on one Valkey and one journal joining one room at full
 //! speed, beside one engine alone (see `contention.rs`).
+//!
+//! `qm-bench inline` — an admitted visitor's requests through the inline gate, beside the same
+//! origin hit directly (see `inline.rs`).
 
 mod contention;
+mod inline;
 
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
@@ -60,6 +64,18 @@ enum Bench {
         /// Requests in flight at once (split between the two engines' gateways).
         #[arg(long, default_value_t = 256)]
         concurrency: usize,
+    },
+    /// An admitted visitor's GETs through the inline gate, beside the origin hit directly.
+    Inline {
+        /// Requests in each measured run.
+        #[arg(long, default_value_t = 20_000)]
+        requests: usize,
+        /// Requests in flight at once.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Store under test.
+        #[arg(long, default_value = "memory")]
+        store: String,
     },
 }
 
@@ -379,5 +395,10 @@ async fn main() -> anyhow::Result<()> {
         Bench::Contention { joins, concurrency } => {
             contention::contention(joins, concurrency).await
         }
+        Bench::Inline {
+            requests,
+            concurrency,
+            store,
+        } => inline::inline(requests, concurrency, &store).await,
     }
 }
