@@ -4,6 +4,9 @@
 //! the page and the client address as the identity. Pass: forwarded to `proxyOrigin`. Queue: a
 //! browser navigation gets the waiting page in place, anything else `403 not_admitted`.
 //!
+//! A door-session key the engine let through is let through again without asking it for up to
+//! a second ([`super::admitted`]).
+//!
 //! While the backend is down (the engine says so, refuses the check with
 //! `storage_unavailable`, or cannot be reached at all) the room's `onBackendDown` decides:
 //! `closed` answers a navigation with the waiting page in retry mode (503 + Retry-After, no
@@ -50,15 +53,19 @@ pub(super) async fn serve(front: &InlineFront, request: Request, room_id: &str) 
     let peer = peer_of(&request);
     let client = client_address(peer, request.headers(), &state.config.trusted_proxies);
     let cookies = RequestCookies::from_headers(request.headers());
+    let door_key = cookies
+        .get(&door_cookie_name(room_id))
+        .filter(|key| is_valid_session_id(key));
+    if door_key.is_some_and(|key| front.admitted.admits(room_id, key)) {
+        return forward(front, request, &room.proxy_origin).await;
+    }
     let question = DoorQuestion {
         room_id,
         tokens: cookies
             .get(&queue_cookie_name(room_id))
             .into_iter()
             .collect(),
-        door_key: cookies
-            .get(&door_cookie_name(room_id))
-            .filter(|key| is_valid_session_id(key)),
+        door_key,
         ownership_hash: presented_session_hash(&cookies, room_id),
         identity: client.to_string(),
         url: Some((page_url(front, &request, peer), UrlSource::Query)),
@@ -74,6 +81,14 @@ pub(super) async fn serve(front: &InlineFront, request: Request, room_id: &str) 
     if !answer.reply.room_found {
         // Deleted since the room's settings were read: nothing to forward to.
         return AppError(no_room(room_id)).into_response();
+    }
+    if let Some(key) = door_key
+        && answer.reply.action == "pass"
+        && answer.reply.reason == "session"
+    {
+        front
+            .admitted
+            .remember(room_id, key, answer.reply.session_expires_at_ms);
     }
     let set_cookies = door_cookies(front, request.headers(), &cookies, room_id, &answer);
     let mut response = if answer.reply.action == "pass" {

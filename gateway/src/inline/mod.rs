@@ -6,6 +6,7 @@
 //! the gate ([`gate`]) to the room's `proxyOrigin` ([`proxy`]). Requests for any other host are
 //! handed to the gateway's router untouched.
 
+mod admitted;
 mod gate;
 mod own_routes;
 mod page;
@@ -33,6 +34,7 @@ struct InlineFront {
     routes: Router,
     origin: proxy::OriginClient,
     rooms: rooms::RoomCache,
+    admitted: admitted::AdmittedKeys,
 }
 
 /// The gateway's router behind the inline front (only when INLINE_HOSTS names a host).
@@ -43,6 +45,7 @@ pub(crate) fn front(state: GatewayState, routes: Router) -> Router {
         routes,
         origin: proxy::OriginClient::new(timeout),
         rooms: rooms::RoomCache::default(),
+        admitted: admitted::AdmittedKeys::default(),
     });
     Router::new().fallback(move |request: Request| {
         let front = front.clone();

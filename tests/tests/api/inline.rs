@@ -445,3 +445,94 @@ async fn the_no_javascript_form_joins_under_qm_and_returns_to_the_sites_page() {
     assert_eq!(origin.hits(), 0);
     app.stop().await;
 }
+
+/// The first page of an admitted visitor opens a door session whose key the gate keeps in the
+/// HttpOnly `qm_dk_` cookie; later pages pass on the key alone (the token is spent), a copy of
+/// the token without the browser's cookies is not forwarded, and an eject stops the key within
+/// the gate's second of memory and clears the room's cookies.
+#[tokio::test]
+async fn an_inline_visitor_browses_on_a_door_session_cookie_until_ejected() {
+    let origin = TestOrigin::start().await;
+    let app = inline_app(&origin).await;
+    let cookies = join_inline(&app).await;
+    let token = cookies
+        .split("; ")
+        .find_map(|pair| pair.strip_prefix("qm_shop="))
+        .expect("token cookie")
+        .to_owned();
+    admit_everyone(&app).await;
+
+    let first = app
+        .send(on_host(&app, reqwest::Method::GET, "/products").header(COOKIE, &cookies))
+        .await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    let key = first
+        .cookie("qm_dk_shop")
+        .expect("the first page opens a door session");
+    let set = first
+        .set_cookies()
+        .into_iter()
+        .find(|cookie| cookie.starts_with("qm_dk_shop="))
+        .expect("Set-Cookie qm_dk_shop");
+    assert!(set.contains("HttpOnly") && set.contains("Path=/"), "{set}");
+    assert!(set.contains("Max-Age="), "{set}");
+
+    // The key alone carries the visitor, page after page.
+    let with_key = format!("qm_dk_shop={key}");
+    for page in 0..20 {
+        let reply = app
+            .send(
+                on_host(&app, reqwest::Method::GET, &format!("/page/{page}"))
+                    .header(COOKIE, &with_key)
+                    .header(ACCEPT, "text/html"),
+            )
+            .await;
+        assert!(reply.text.contains("site page"), "{}", reply.text);
+    }
+    // The token copied into another browser (no ownership cookie, no key) is spent.
+    let copied = app
+        .send(
+            on_host(&app, reqwest::Method::GET, "/products")
+                .header(COOKIE, format!("qm_shop={token}"))
+                .header(ACCEPT, "text/html"),
+        )
+        .await;
+    assert!(
+        !copied.text.contains("site page"),
+        "a spent token is not forwarded"
+    );
+    assert!(
+        copied
+            .set_cookies()
+            .iter()
+            .any(|cookie| cookie.starts_with("qm_shop=") && cookie.contains("Max-Age=0")),
+        "the dead token is cleared: {:?}",
+        copied.set_cookies()
+    );
+
+    let ticket = crate::token_ticket(&token).expect("ticket");
+    let ejected = app
+        .admin_post(&format!("/rooms/{ROOM}/eject"), json!({ "ticket": ticket }))
+        .await;
+    assert_eq!(ejected.status, 200, "{}", ejected.text);
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let after = app
+        .send(
+            on_host(&app, reqwest::Method::GET, "/products")
+                .header(COOKIE, &with_key)
+                .header(ACCEPT, "text/html"),
+        )
+        .await;
+    assert!(
+        !after.text.contains("site page"),
+        "an ejected session is not forwarded"
+    );
+    assert!(
+        after
+            .set_cookies()
+            .iter()
+            .any(|cookie| cookie.starts_with("qm_dk_shop=") && cookie.contains("Max-Age=0")),
+        "the dead key is cleared: {:?}",
+        after.set_cookies()
+    );
+}

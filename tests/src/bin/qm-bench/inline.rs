@@ -135,6 +135,19 @@ pub(crate) async fn inline(requests: usize, concurrency: usize, store: &str) -> 
     let direct_url = format!("{}/hello", origin.url);
     let proxy_url = format!("{}/hello", bare_proxy(origin.url.clone()).await);
     let gate_url = format!("{}/hello", app.gateway);
+    // The first page opens the visitor's door session; like a browser, every later request
+    // carries its key (`qm_dk_`) beside the queue's cookies.
+    let first = app
+        .send(
+            http.get(format!("{}/hello", app.gateway))
+                .header(HOST, HOST_NAME)
+                .header(COOKIE, &cookie),
+        )
+        .await;
+    let door_key = first
+        .cookie(&format!("qm_dk_{ROOM}"))
+        .ok_or_else(|| anyhow::anyhow!("the first page opens a door session: {}", first.text))?;
+    let cookie = format!("{cookie}; qm_dk_{ROOM}={door_key}");
     let gate_headers = [(HOST, HOST_NAME.to_owned()), (COOKIE, cookie)];
     // Warm both paths (connections, pools, allocators) before measuring.
     drive_get(&http, &direct_url, &[], concurrency * 4, concurrency).await;
