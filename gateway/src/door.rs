@@ -10,24 +10,6 @@ use qm_proto::{CheckReply, CheckRequest};
 use crate::GatewayState;
 use qm_http::AppError;
 
-/// Where the page a check is about was named.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum UrlSource {
-    /// `?url=` (or, inline, the request itself).
-    Query,
-    /// The `Referer` header.
-    Referer,
-}
-
-impl UrlSource {
-    fn as_str(self) -> &'static str {
-        match self {
-            UrlSource::Query => "url",
-            UrlSource::Referer => "referer",
-        }
-    }
-}
-
 /// What a visitor presents at the door.
 #[derive(Debug, Default)]
 pub(crate) struct DoorQuestion<'a> {
@@ -41,8 +23,8 @@ pub(crate) struct DoorQuestion<'a> {
     pub(crate) ownership_hash: String,
     /// The client the check is for (the vouched address when vouched).
     pub(crate) identity: String,
-    /// The page being visited, and where it was named.
-    pub(crate) url: Option<(String, UrlSource)>,
+    /// The page being visited (`url=`, else the Referer; inline, the request's own URL).
+    pub(crate) url: Option<String>,
     /// Answer the room's full rule list (`?targeting=1`).
     pub(crate) want_rules: bool,
 }
@@ -67,10 +49,6 @@ pub(crate) async fn ask(
         .find_map(|token| token_check.verify(token, Some(question.room_id)));
     // A fresh key is drawn only when a session could open: a verified claim to spend.
     let new_key = presented.as_ref().map(|_| new_session_id());
-    let (url, url_source) = match question.url {
-        Some((url, source)) => (url, source.as_str().to_owned()),
-        None => (String::new(), String::new()),
-    };
     let request = CheckRequest {
         room_id: question.room_id.to_owned(),
         claim: presented.as_ref().map(|place| place.engine_claim()),
@@ -78,8 +56,7 @@ pub(crate) async fn ask(
         identity: question.identity,
         door_key_hash: question.door_key.map(session_hash).unwrap_or_default(),
         new_door_key_hash: new_key.as_deref().map(session_hash).unwrap_or_default(),
-        url,
-        url_source,
+        url: question.url.unwrap_or_default(),
         want_rules: question.want_rules,
     };
     let reply = state.engine.clone().check(request).await?.into_inner();

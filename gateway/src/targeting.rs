@@ -16,7 +16,6 @@ use qm_proto::{CheckTargeting, TargetingPattern, TargetingReply, TargetingReques
 use serde_json::{Value, json};
 
 use crate::GatewayState;
-use crate::door::UrlSource;
 use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams};
 use qm_http::AppError;
@@ -27,10 +26,10 @@ use qm_http::AppError;
 pub(crate) fn page_named(
     query: &QueryParams,
     headers: &HeaderMap,
-) -> Result<Option<(String, UrlSource)>, AppError> {
+) -> Result<Option<String>, AppError> {
     if let Some(url) = query.non_empty("url") {
         return match page_url(url) {
-            Some(_) => Ok(Some((url.to_owned(), UrlSource::Query))),
+            Some(_) => Ok(Some(url.to_owned())),
             None => Err(AppError::new(
                 ErrorCode::InvalidUrl,
                 "url must be the absolute http(s) URL of the page, at most 4096 characters",
@@ -41,7 +40,7 @@ pub(crate) fn page_named(
         .get(REFERER)
         .and_then(|value| value.to_str().ok())
         .filter(|referer| !referer.is_empty())
-        .map(|referer| (referer.to_owned(), UrlSource::Referer)))
+        .map(str::to_owned))
 }
 
 /// `?targeting=1`: the answer lists the room's rules.
@@ -148,11 +147,11 @@ mod tests {
         let named = page_named(&query("url=https%3A%2F%2Fshop.example%2Fa"), &referer);
         assert_eq!(
             named.ok().flatten(),
-            Some(("https://shop.example/a".to_owned(), UrlSource::Query))
+            Some("https://shop.example/a".to_owned())
         );
         assert_eq!(
             page_named(&query("roomId=r"), &referer).ok().flatten(),
-            Some(("https://shop.example/from".to_owned(), UrlSource::Referer))
+            Some("https://shop.example/from".to_owned())
         );
         assert_eq!(
             page_named(&query("url="), &HeaderMap::new()).ok().flatten(),

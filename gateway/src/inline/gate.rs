@@ -32,7 +32,7 @@ use crate::cookies::{
     CookiePolicy, RequestCookies, append_set_cookies, door_cookie_name, eviction_cookies,
     queue_cookie_name, rooms_to_evict,
 };
-use crate::door::{self, DoorAnswer, DoorQuestion, UrlSource};
+use crate::door::{self, DoorAnswer, DoorQuestion};
 use crate::places::presented_session_hash;
 use crate::request::{client_address, forwarded_scheme, is_https, request_host};
 
@@ -50,8 +50,6 @@ pub(super) async fn serve(front: &InlineFront, request: Request, room_id: &str) 
     if let Some(refusal) = unusable(&room, room_id) {
         return AppError(refusal).into_response();
     }
-    let peer = peer_of(&request);
-    let client = client_address(peer, request.headers(), &state.config.trusted_proxies);
     let cookies = RequestCookies::from_headers(request.headers());
     let door_key = cookies
         .get(&door_cookie_name(room_id))
@@ -59,6 +57,8 @@ pub(super) async fn serve(front: &InlineFront, request: Request, room_id: &str) 
     if door_key.is_some_and(|key| front.admitted.admits(room_id, key)) {
         return forward(front, request, &room.proxy_origin).await;
     }
+    let peer = peer_of(&request);
+    let client = client_address(peer, request.headers(), &state.config.trusted_proxies);
     let question = DoorQuestion {
         room_id,
         tokens: cookies
@@ -68,7 +68,7 @@ pub(super) async fn serve(front: &InlineFront, request: Request, room_id: &str) 
         door_key,
         ownership_hash: presented_session_hash(&cookies, room_id),
         identity: client.to_string(),
-        url: Some((page_url(front, &request, peer), UrlSource::Query)),
+        url: Some(page_url(front, &request, peer)),
         want_rules: false,
     };
     let answer = match door::ask(state, question).await {
