@@ -5,7 +5,6 @@
 
 mod auth;
 mod console;
-mod docs;
 mod events;
 mod extract;
 mod frames;

@@ -7,7 +7,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use crate::{
-    AdminState, console, docs, events, health, metrics, rooms, session_routes, targeting, visitors,
+    AdminState, console, events, health, metrics, rooms, session_routes, targeting, visitors,
 };
 
 /// The whole router of the process, with its state.
@@ -19,16 +19,9 @@ pub(crate) fn router(state: AdminState) -> Router {
         // The console: the page and its content-hashed assets.
         .route("/", get(console::page))
         .route("/assets/{name}", get(console::asset))
-        // The documentation that ships with the build; no credential.
-        .route("/progress", get(docs::progress))
-        .route("/docs", get(docs::english_index))
-        .route("/docs/", get(docs::english_index))
-        .route("/docs/th", get(docs::thai_index))
-        .route("/docs/th/", get(docs::thai_index))
-        .route("/docs/th/{name}", get(docs::thai_guide))
-        .route("/docs/assets/{file}", get(docs::stylesheet))
-        .route("/docs/{name}", get(docs::english_guide))
         .route("/healthz", get(health::healthz))
+        // The documentation that ships with the build; no credential.
+        .merge(qm_docs::routes())
         // Applies to the routes above it: a wrong verb answers the `{error, code}` envelope.
         .method_not_allowed_fallback(qm_http::method_not_allowed)
         .fallback(qm_http::not_found)

@@ -20,6 +20,9 @@ mod catalogue;
 mod links;
 mod markdown;
 mod plain;
+mod serve;
+
+pub use serve::routes;
 
 use catalogue::{GUIDES, Guide, SourceFormat, THAI_OVERVIEW, Translation};
 use links::{LinkContext, guide_path, index_path};

@@ -154,6 +154,8 @@ impl GatewayApp {
             )
             .route("/assets/{name}", get(pages::asset))
             .route("/__qm/assets/{name}", get(pages::asset))
+            // The guides, as the admin process serves them: integrators see only this host.
+            .merge(qm_docs::routes())
             .method_not_allowed_fallback(qm_http::method_not_allowed)
             .fallback(qm_http::not_found)
             .with_state(self.state.clone())

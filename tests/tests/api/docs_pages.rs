@@ -250,3 +250,45 @@ async fn an_unchanged_page_is_revalidated_with_304() {
     assert!(again.text.is_empty());
     assert_eq!(again.header("etag"), Some(etag.as_str()));
 }
+
+/// Integrators often reach only the public host: the gateway serves the same guides, byte for
+/// byte, with the same validators and the same stylesheet.
+#[tokio::test]
+async fn the_gateway_serves_the_same_guides_as_the_admin_process() {
+    let app = spawn_app().await;
+    for path in [
+        "/docs",
+        "/docs/integration",
+        "/docs/operations",
+        "/docs/th",
+        "/docs/th/integration",
+        "/progress",
+    ] {
+        let admin = page(&app, path).await;
+        let gateway = app.get(&format!("{}{path}", app.gateway)).await;
+        assert_eq!(gateway.status, 200, "{path}: {}", gateway.text);
+        assert_eq!(gateway.text, admin.text, "{path}");
+        assert_eq!(gateway.header("etag"), admin.header("etag"), "{path}");
+        assert_eq!(
+            gateway.header("content-security-policy"),
+            admin.header("content-security-policy")
+        );
+    }
+    let index = app.get(&format!("{}/docs", app.gateway)).await;
+    let stylesheet = index
+        .text
+        .split('"')
+        .find(|part| part.starts_with("/docs/assets/"))
+        .expect("the page links its stylesheet");
+    let css = app.get(&format!("{}{stylesheet}", app.gateway)).await;
+    assert_eq!(css.status, 200, "{stylesheet}");
+    let unknown = app.get(&format!("{}/docs/nope", app.gateway)).await;
+    assert_eq!(unknown.status, 404);
+    let wrong_verb = app
+        .send(app.http.post(format!("{}/docs/integration", app.gateway)))
+        .await;
+    assert_eq!(
+        (wrong_verb.status, wrong_verb.code()),
+        (405, "method_not_allowed")
+    );
+}

@@ -1,27 +1,43 @@
-//! The public documentation pages of the admin process: `/progress`, `/docs`, `/docs/:name`,
+//! The public documentation pages, served alike by the admin process and the gateway (an
+//! integrator often reaches only the public host): `/progress`, `/docs`, `/docs/:name`,
 //! `/docs/th` and `/docs/th/:name` (the spec's unversioned surface). They carry no credential and
-//! need none: they are the guides that ship with every build, rendered by `qm_docs` from the
-//! markdown embedded at build time, for readers who only ever see the running server.
+//! need none: they are the guides that ship with every build, rendered from the markdown
+//! embedded at build time, for readers who only ever see the running server.
 //!
 //! The pages change only with a build, so they are sent with `Cache-Control: no-cache` and a
 //! strong ETag: a browser revalidates every time (a deploy is seen at once) and is answered 304
 //! without a body while nothing changed.
 
+use axum::Router;
 use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH,
     X_CONTENT_TYPE_OPTIONS,
 };
 use http::{HeaderMap, HeaderValue, StatusCode};
 use qm_core::ErrorCode;
-use qm_docs::{self as docs, DocPage, Locale};
+use qm_http::AppError;
 
-use crate::AppError;
+use crate::{self as docs, DocPage, Locale};
+
+/// Every documentation route, for either process's router.
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new()
+        .route("/progress", get(progress))
+        .route("/docs", get(english_index))
+        .route("/docs/", get(english_index))
+        .route("/docs/th", get(thai_index))
+        .route("/docs/th/", get(thai_index))
+        .route("/docs/th/{name}", get(thai_guide))
+        .route("/docs/assets/{file}", get(stylesheet))
+        .route("/docs/{name}", get(english_guide))
+}
 
 /// Why a documentation request has no page.
 #[derive(Debug)]
-pub(crate) enum DocsError {
+enum DocsError {
     /// No guide answers to the name: a 404 page in the reader's language, listing the guides.
     UnknownGuide { locale: Locale, name: String },
 }
@@ -38,22 +54,22 @@ impl IntoResponse for DocsError {
 }
 
 /// GET /progress.
-pub(crate) async fn progress(headers: HeaderMap) -> Response {
+async fn progress(headers: HeaderMap) -> Response {
     page_response(StatusCode::OK, docs::progress(), Some(&headers))
 }
 
 /// GET /docs.
-pub(crate) async fn english_index(headers: HeaderMap) -> Response {
+async fn english_index(headers: HeaderMap) -> Response {
     page_response(StatusCode::OK, docs::index(Locale::En), Some(&headers))
 }
 
 /// GET /docs/th.
-pub(crate) async fn thai_index(headers: HeaderMap) -> Response {
+async fn thai_index(headers: HeaderMap) -> Response {
     page_response(StatusCode::OK, docs::index(Locale::Th), Some(&headers))
 }
 
 /// GET /docs/:name.
-pub(crate) async fn english_guide(
+async fn english_guide(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, DocsError> {
@@ -61,10 +77,7 @@ pub(crate) async fn english_guide(
 }
 
 /// GET /docs/th/:name.
-pub(crate) async fn thai_guide(
-    Path(name): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response, DocsError> {
+async fn thai_guide(Path(name): Path<String>, headers: HeaderMap) -> Result<Response, DocsError> {
     guide(Locale::Th, name, &headers)
 }
 
@@ -77,7 +90,7 @@ fn guide(locale: Locale, name: String, headers: &HeaderMap) -> Result<Response, 
 
 /// GET /docs/assets/:file: the stylesheet under its content hash, cached forever like the
 /// waiting page's assets (a new build links a new name).
-pub(crate) async fn stylesheet(Path(file): Path<String>) -> Result<Response, AppError> {
+async fn stylesheet(Path(file): Path<String>) -> Result<Response, AppError> {
     let css = docs::stylesheet(&file)
         .ok_or_else(|| AppError::new(ErrorCode::NotFound, "no such asset in this build"))?;
     Ok(qm_http::immutable_asset(
