@@ -4,6 +4,7 @@
 //! event-stream tickets (a restart signs out).
 
 mod auth;
+mod connectors;
 mod console;
 mod events;
 mod extract;

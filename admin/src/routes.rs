@@ -7,7 +7,8 @@ use axum::Router;
 use axum::routing::{get, post};
 
 use crate::{
-    AdminState, console, events, health, metrics, rooms, session_routes, targeting, visitors,
+    AdminState, connectors, console, events, health, metrics, rooms, session_routes, targeting,
+    visitors,
 };
 
 /// The whole router of the process, with its state.
@@ -46,6 +47,7 @@ fn api_routes() -> Router<AdminState> {
         .route("/rooms/{id}/purge", post(rooms::purge))
         .route("/rooms/{id}/visitors", get(visitors::lookup))
         .route("/rooms/{id}/targeting", get(targeting::targeting))
+        .route("/rooms/{id}/connectors", get(connectors::connectors))
         .route("/health", get(health::admin_health))
         .route(
             "/session",

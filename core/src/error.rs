@@ -122,6 +122,7 @@ error_codes! {
     AlertsDisabled => "alerts_disabled", 400;
     WebhookFailed => "webhook_failed", 502;
     VerifyFailed => "verify_failed", 424;
+    InvalidConnector => "invalid_connector", 400;
     // Console charts (GET /api/admin/metrics).
     InvalidRange => "invalid_range", 400;
     // Turn notifications (POST /api/notify).

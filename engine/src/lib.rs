@@ -11,6 +11,7 @@
 //! listener until the shutdown future resolves, then ends Watch streams, stops the ticker and
 //! drains within `SHUTDOWN_DRAIN_SEC`.
 
+mod check_ins;
 mod credential;
 pub mod domain;
 pub mod durable;

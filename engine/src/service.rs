@@ -11,17 +11,18 @@ use qm_core::{ApiError, ErrorCode};
 use qm_proto::engine::engine_server::Engine;
 use qm_proto::engine::{claim, place_reply, place_status};
 use qm_proto::{
-    CheckReply, CheckRequest, DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest,
-    HistoryReply, HistoryRequest, Lapsed, ListRoomsReply, ListRoomsRequest, LookupVisitorsReply,
-    LookupVisitorsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply, PutRoomRequest,
-    RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SeenReply, SeenRequest,
-    SetRateRequest, SetStateRequest, StatsReply, StatsRequest, StatusRequest, TargetingReply,
-    TargetingRequest, WatchRequest,
+    CheckInReply, CheckInRequest, CheckInsReply, CheckReply, CheckRequest, ConnectorCheckIn,
+    DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest, HistoryReply, HistoryRequest,
+    Lapsed, ListRoomsReply, ListRoomsRequest, LookupVisitorsReply, LookupVisitorsRequest,
+    NotifyReply, NotifyRequest, PlaceReply, PurgeReply, PutRoomRequest, RoomInfoReply, RoomRef,
+    RoomReply, RoomView, ScheduleRequest, SeenReply, SeenRequest, SetRateRequest, SetStateRequest,
+    StatsReply, StatsRequest, StatusRequest, TargetingReply, TargetingRequest, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
+use crate::check_ins::CheckIns;
 use crate::domain::{
     Claim, ClaimedPlace, DoorInput, JoinRequest, LookupKeys, PlaceAnswer, PlaceStatus,
 };
@@ -49,6 +50,8 @@ pub(crate) struct EngineService {
     lookup_keys: Arc<LookupKeys>,
     /// The admin targeting page's counters, fed by every check on a scoped room.
     targeting_counters: Arc<TargetingCounters>,
+    /// Connectors that ran an install check, for the console.
+    check_ins: Arc<CheckIns>,
 }
 
 impl EngineService {
@@ -68,6 +71,7 @@ impl EngineService {
                 session_key: [0; 32],
             }),
             targeting_counters: Arc::default(),
+            check_ins: Arc::default(),
         }
     }
 
@@ -526,5 +530,43 @@ impl Engine for EngineService {
             samples,
             step_ms: crate::history::SAMPLE_EVERY.as_millis() as u64,
         }))
+    }
+
+    async fn check_in(&self, request: Request<CheckInRequest>) -> Reply<CheckInReply> {
+        let request = request.into_inner();
+        let room_id = checked_room_id(request.room_id)?;
+        self.check_ins.record(
+            &room_id,
+            request.generation,
+            &request.connector,
+            &request.version,
+            &request.origin,
+            qm_core::clock::now_ms(),
+        );
+        Ok(Response::new(CheckInReply {}))
+    }
+
+    async fn check_ins(&self, request: Request<RoomRef>) -> Reply<CheckInsReply> {
+        let room_id = checked_room_id(request.into_inner().room_id)?;
+        let info = self.store.room_info(room_id.clone()).await?;
+        if !info.found {
+            return Err(
+                ApiError::new(ErrorCode::RoomNotFound, format!("no room {room_id:?}")).into(),
+            );
+        }
+        let check_ins = self
+            .check_ins
+            .read(&room_id, info.generation)
+            .into_iter()
+            .map(|entry| ConnectorCheckIn {
+                connector: entry.connector,
+                version: entry.version,
+                origin: entry.origin,
+                first_seen_ms: entry.first_seen_ms,
+                last_seen_ms: entry.last_seen_ms,
+                count: entry.count,
+            })
+            .collect();
+        Ok(Response::new(CheckInsReply { room_id, check_ins }))
     }
 }

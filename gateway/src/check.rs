@@ -252,7 +252,7 @@ fn limited_address(identity: &str, peer: IpAddr) -> IpAddr {
         .unwrap_or(peer)
 }
 
-fn bearer_is_public_or_admin_key(config: &Config, headers: &HeaderMap) -> bool {
+pub(crate) fn bearer_is_public_or_admin_key(config: &Config, headers: &HeaderMap) -> bool {
     let Some(presented) = headers
         .get(AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
@@ -285,7 +285,7 @@ pub(crate) fn allowed_origin(headers: &HeaderMap, tag_origins: &[String]) -> Opt
 }
 
 /// Origins compare as scheme://host[:port], case-insensitively, without a trailing slash.
-fn origin_matches(allowed: &str, origin: &str) -> bool {
+pub(crate) fn origin_matches(allowed: &str, origin: &str) -> bool {
     let allowed = allowed.trim().trim_end_matches('/');
     !allowed.is_empty() && allowed != "*" && allowed.eq_ignore_ascii_case(origin.trim())
 }

@@ -28,6 +28,8 @@ mod stream_clock;
 mod targeting;
 #[cfg(test)]
 mod test_support;
+mod verify;
+mod verify_checks;
 mod visitor;
 
 use std::future::Future;
@@ -208,6 +210,14 @@ fn contract_routes() -> Router<GatewayState> {
         .route(
             "/targeting",
             get(targeting::targeting).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route(
+            "/verify",
+            get(verify::verify).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route(
+            "/verify.gif",
+            get(verify::verify_gif).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
         )
         .route(
             "/health",

@@ -489,4 +489,18 @@ impl Engine for FakeEngine {
             ),
         }
     }
+
+    async fn check_in(
+        &self,
+        _request: Request<CheckInRequest>,
+    ) -> Result<Response<CheckInReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn check_ins(
+        &self,
+        _request: Request<RoomRef>,
+    ) -> Result<Response<CheckInsReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }

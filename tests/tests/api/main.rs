@@ -23,6 +23,7 @@ mod refresh;
 mod routing;
 mod security_logs;
 mod targeting;
+mod verify;
 mod visitor;
 mod visitors;
 

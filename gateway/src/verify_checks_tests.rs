@@ -1,0 +1,154 @@
+//! Every verdict of the install checks, from facts built by hand.
+
+use qm_proto::TargetingPattern;
+
+use super::*;
+
+fn info(state: &str) -> RoomInfoReply {
+    RoomInfoReply {
+        found: true,
+        room_id: "shop".into(),
+        target_url: "https://shop.example/sale".into(),
+        tag_origins: vec!["https://shop.example".into()],
+        effective_state: state.into(),
+        ..RoomInfoReply::default()
+    }
+}
+
+fn targeting(scope: &str, rule: Option<&str>, url: &str) -> TargetingReply {
+    TargetingReply {
+        room_id: "shop".into(),
+        scoped: true,
+        patterns: ["/sale*", "!/sale/faq"]
+            .iter()
+            .map(|pattern| TargetingPattern {
+                pattern: (*pattern).into(),
+                action: String::new(),
+            })
+            .collect(),
+        dry_run: Some(TargetingDryRun {
+            url: url.into(),
+            scope: scope.into(),
+            rule: rule.map(str::to_owned),
+            action: String::new(),
+        }),
+        ..TargetingReply::default()
+    }
+}
+
+fn find<'a>(checks: &'a [Check], id: &str) -> &'a Check {
+    checks
+        .iter()
+        .find(|check| check.id == id)
+        .unwrap_or_else(|| panic!("no check {id}"))
+}
+
+#[test]
+fn a_good_install_passes_and_a_missing_room_fails_open() {
+    let info = info("active");
+    let target = targeting("in", Some("/sale*"), "https://shop.example/sale");
+    let page = targeting("in", Some("/sale*"), "https://shop.example/sale/1");
+    let origin = OriginFact::Known("https://shop.example".into());
+    let facts = Facts {
+        room_id: "shop",
+        room: Some(RoomFacts {
+            info: &info,
+            page: Some(&page),
+            target: &target,
+        }),
+        origin: &origin,
+        key: KeyFact::Right,
+        key_in_query: false,
+        connector: Some("node"),
+        version: Some("1.0.0"),
+    };
+    let all = checks(&facts);
+    for id in [
+        "key_in_query",
+        "api_key",
+        "room_exists",
+        "room_live",
+        "origin_allowed",
+        "url_in_scope",
+        "target_in_scope",
+    ] {
+        assert_eq!(find(&all, id).status, Status::Pass, "{id}");
+    }
+    assert_eq!(find(&all, "connector_version").status, Status::Info);
+    let missing = checks(&Facts {
+        room: None,
+        ..facts
+    });
+    assert_eq!(find(&missing, "room_exists").status, Status::Fail);
+    assert!(
+        missing.iter().all(|check| check.id != "room_live"),
+        "no room, no room checks"
+    );
+}
+
+#[test]
+fn paused_fails_bypass_warns_scheduled_informs() {
+    assert_eq!(room_live(&info("paused")).status, Status::Fail);
+    let fix = room_live(&info("paused")).fix.unwrap_or_default();
+    assert!(fix.contains("/state") && fix.contains("active"), "{fix}");
+    assert_eq!(room_live(&info("bypass")).status, Status::Warn);
+    assert_eq!(room_live(&info("scheduled")).status, Status::Info);
+}
+
+#[test]
+fn a_foreign_origin_fails_with_the_exact_body_only_when_privileged() {
+    let origin = OriginFact::Known("https://blog.example".into());
+    let privileged = origin_allowed(&info("active"), &origin, KeyFact::Right);
+    assert_eq!(privileged.status, Status::Fail);
+    let fix = privileged.fix.unwrap_or_default();
+    assert!(
+        fix.contains(
+            r#"{"id":"shop","tagOrigins":["https://shop.example","https://blog.example"]}"#
+        ),
+        "{fix}"
+    );
+    let anonymous = origin_allowed(&info("active"), &origin, KeyFact::Absent);
+    let fix = anonymous.fix.unwrap_or_default();
+    assert!(!fix.contains("https://shop.example"), "{fix}");
+    assert!(fix.contains("https://blog.example"), "{fix}");
+    assert_eq!(
+        origin_allowed(&info("active"), &OriginFact::Unknown, KeyFact::Absent).status,
+        Status::Warn
+    );
+    assert_eq!(
+        origin_allowed(
+            &info("active"),
+            &OriginFact::Malformed("null".into()),
+            KeyFact::Absent
+        )
+        .status,
+        Status::Fail
+    );
+}
+
+#[test]
+fn an_excluded_page_names_the_rule_and_the_fix_drops_it() {
+    let excluded = targeting("out", Some("!/sale/faq"), "https://shop.example/sale/faq");
+    let check = in_scope("url_in_scope", "The page", &info("active"), &excluded);
+    assert_eq!(check.status, Status::Fail);
+    assert!(check.detail.unwrap_or_default().contains("!/sale/faq"));
+    let fix = check.fix.unwrap_or_default();
+    assert!(fix.contains(r#""urlPatterns":["/sale*"]"#), "{fix}");
+
+    let unnamed = targeting("out", None, "https://shop.example/blog/post");
+    let fix = in_scope("target_in_scope", "x", &info("active"), &unnamed)
+        .fix
+        .unwrap_or_default();
+    assert!(
+        fix.contains(r#""urlPatterns":["/sale*","!/sale/faq","/blog/post"]"#),
+        "{fix}"
+    );
+}
+
+#[test]
+fn key_checks() {
+    assert_eq!(key_in_query(true).status, Status::Fail);
+    assert_eq!(key_in_query(false).status, Status::Pass);
+    assert_eq!(api_key(KeyFact::Wrong).status, Status::Fail);
+    assert_eq!(api_key(KeyFact::Absent).status, Status::Info);
+}
