@@ -2,6 +2,9 @@
 // off their waiting page goes to GET /api/admin/rooms/:id/visitors for the selected room, and
 // the answer is put in words (state, position, the pass's expiry, whether a browser holds the
 // place). An ambiguous code lists its candidate tickets, each one click from its own lookup.
+// Below it, the room's "Connectors that checked in" (GET /api/admin/rooms/:id/connectors): which
+// connector, version and origin ran an install check, and when last, read again on each selection
+// and on Refresh.
 'use strict';
 
 window.QMConsoleVisitors = (() => {
@@ -10,6 +13,7 @@ window.QMConsoleVisitors = (() => {
   const fmt = (value) => (typeof value === 'number' && Number.isFinite(value) ? numberFormat.format(value) : '–');
   let hooks = null;
   let asked = 0;
+  let checkInsAsked = 0;
 
   function minutes(seconds) {
     if (typeof seconds !== 'number') return 'unknown';
@@ -130,6 +134,44 @@ window.QMConsoleVisitors = (() => {
     }
   }
 
+  function cell(row, text) {
+    const td = document.createElement('td');
+    td.textContent = text;
+    row.append(td);
+  }
+
+  /** The table of the connectors that checked in; the hint says why it is empty. */
+  function renderCheckIns(connectors, hint) {
+    const rows = $('#check-ins-rows');
+    rows.replaceChildren();
+    for (const entry of connectors) {
+      const row = document.createElement('tr');
+      cell(row, entry.connector);
+      cell(row, entry.version || '–');
+      cell(row, entry.origin || '–');
+      cell(row, typeof entry.lastSeen === 'number' ? new Date(entry.lastSeen).toLocaleString() : '–');
+      cell(row, fmt(entry.count));
+      rows.append(row);
+    }
+    $('#check-ins-table').hidden = connectors.length === 0;
+    $('#check-ins-empty').textContent = hint;
+  }
+
+  async function loadCheckIns() {
+    const room = hooks && hooks.room();
+    const mine = ++checkInsAsked;
+    if (!room) return renderCheckIns([], 'Select a room to see its connectors.');
+    try {
+      const answer = await hooks.api('GET', '/rooms/' + encodeURIComponent(room) + '/connectors');
+      if (mine !== checkInsAsked) return;
+      const connectors = answer.connectors || [];
+      renderCheckIns(connectors, connectors.length
+        ? 'Kept in the engine\'s memory since it started, most recent first.'
+        : 'No connector has run an install check (GET /api/verify with connector=) on ' + room + ' since the engine started.');
+    } catch (failure) {
+      if (mine === checkInsAsked) renderCheckIns([], 'The list could not be read: ' + hooks.describe(failure));
+    }
+  }
   /** Called once by the console with its room selection and API call. */
   function wire(consoleHooks) {
     hooks = consoleHooks;
@@ -137,12 +179,14 @@ window.QMConsoleVisitors = (() => {
       event.preventDefault();
       lookUp();
     });
+    $('#check-ins-refresh').addEventListener('click', loadCheckIns);
   }
 
   /** A different room is selected: the last answer was about the other one. */
   function reset() {
     asked += 1;
     $('#visitor-result').replaceChildren();
+    loadCheckIns();
   }
 
   return { wire, reset, describeVisitor };

@@ -1,7 +1,7 @@
 // The operator console's keyboard shortcuts and wiring: which element calls what, then the
 // first question to the server. The work is done by the scripts loaded before this one, each
 // its own hashed file in this order: console-draw.js (the SVG drawings), console-form.js (the
-// room form's fields), console-visitors.js (the find-a-visitor box), console-core.js (state,
+// room form's fields), console-visitors.js (the find-a-visitor box and the connectors that checked in), console-core.js (state,
 // the admin API, the status line), console-rooms.js (the rooms list and the chart),
 // console-stream.js (the live stream), console-session.js (sign-in and sign-out) and
 // console-controls.js (every control of a room and the dialogs).

@@ -550,3 +550,36 @@ async fn the_reference_on_a_waiting_page_typed_into_the_console_finds_that_visit
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_connector_that_ran_its_install_check_shows_in_the_rooms_detail() {
+    browser::run(120, async {
+        let app = spawn_app().await;
+        app.create_room(room_body("wired", 0, json!({}))).await;
+        let browser = Browser::open().await;
+        sign_in(&browser, &app).await;
+        click(&browser, "#rooms [data-room-id=\"wired\"] .room-select").await;
+        wait_text(&browser, "#check-ins-empty", "the empty list's sentence", |text| {
+            text.contains("No connector has run an install check")
+        })
+        .await;
+
+        let verify = app
+            .get(&format!(
+                "{}/api/verify?roomId=wired&connector=node&version=1.2.0&origin=https%3A%2F%2Fshop.example",
+                app.gateway
+            ))
+            .await;
+        assert_eq!(verify.status, 200, "{}", verify.text);
+        click(&browser, "#check-ins-refresh").await;
+        let rows = wait_text(&browser, "#check-ins-rows", "the connector's row", |text| {
+            text.contains("node")
+        })
+        .await;
+        assert!(rows.contains("1.2.0"), "{rows}");
+        assert!(rows.contains("https://shop.example"), "{rows}");
+        browser.screenshot("console-connectors-1280x800").await;
+        assert_no_console_errors_but(&browser, &[]).await;
+    })
+    .await;
+}
