@@ -206,6 +206,7 @@ async fn report(
         key_in_query: query.contains("key"),
         connector: connector.as_deref(),
         version: version.as_deref(),
+        now_ms: qm_core::clock::now_ms(),
     });
     Ok(Report {
         room_id,

@@ -106,6 +106,8 @@ pub(crate) struct Facts<'a> {
     pub(crate) key_in_query: bool,
     pub(crate) connector: Option<&'a str>,
     pub(crate) version: Option<&'a str>,
+    /// Now, epoch ms: a scheduled room says how long until its doors open.
+    pub(crate) now_ms: i64,
 }
 
 /// The checks, in the order a reader fixes them: credentials, the room, the page, the version.
@@ -113,7 +115,7 @@ pub(crate) fn checks(facts: &Facts<'_>) -> Vec<Check> {
     let mut checks = vec![key_in_query(facts.key_in_query), api_key(facts.key)];
     checks.push(room_exists(facts.room_id, facts.room.is_some()));
     if let Some(room) = &facts.room {
-        checks.push(room_live(room.info));
+        checks.push(room_live(room.info, facts.now_ms));
         checks.push(origin_allowed(room.info, facts.origin, facts.key));
         checks.push(match room.page {
             Some(page) => in_scope("url_in_scope", "The page", room.info, page),
@@ -185,7 +187,7 @@ fn room_exists(room_id: &str, found: bool) -> Check {
 /// Paused fails: a paused room admits nobody, so deploying onto it holds every visitor of an
 /// in-scope page. Bypass only warns: visitors pass unqueued, the install itself is right. A
 /// scheduled drop is information: visitors pre-queue until the doors open.
-fn room_live(info: &RoomInfoReply) -> Check {
+fn room_live(info: &RoomInfoReply, now_ms: i64) -> Check {
     let state_fix = |state: &str| {
         format!(
             "POST /api/admin/rooms/{}/state {}",
@@ -202,9 +204,13 @@ fn room_live(info: &RoomInfoReply) -> Check {
             .detail("every visitor passes unqueued: the install works but protects nothing until the room is active")
             .fix(state_fix("active")),
         "scheduled" => {
-            let opens = info
-                .opens_at_ms
-                .map_or_else(|| "later".to_owned(), |at| format!("at {at} (epoch ms)"));
+            let opens = info.opens_at_ms.map_or_else(
+                || "later".to_owned(),
+                |at| {
+                    let minutes = ((at - now_ms).max(0) as u64).div_ceil(60_000);
+                    format!("in about {minutes} min (opensAt {at}, epoch ms)")
+                },
+            );
             Check::new("room_live", Status::Info, "The room is scheduled")
                 .detail(format!("its doors open {opens}; until then visitors join the pre-queue"))
         }

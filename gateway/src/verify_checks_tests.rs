@@ -61,6 +61,7 @@ fn a_good_install_passes_and_a_missing_room_fails_open() {
         key_in_query: false,
         connector: Some("node"),
         version: Some("1.0.0"),
+        now_ms: 0,
     };
     let all = checks(&facts);
     for id in [
@@ -88,11 +89,18 @@ fn a_good_install_passes_and_a_missing_room_fails_open() {
 
 #[test]
 fn paused_fails_bypass_warns_scheduled_informs() {
-    assert_eq!(room_live(&info("paused")).status, Status::Fail);
-    let fix = room_live(&info("paused")).fix.unwrap_or_default();
+    assert_eq!(room_live(&info("paused"), 0).status, Status::Fail);
+    let fix = room_live(&info("paused"), 0).fix.unwrap_or_default();
     assert!(fix.contains("/state") && fix.contains("active"), "{fix}");
-    assert_eq!(room_live(&info("bypass")).status, Status::Warn);
-    assert_eq!(room_live(&info("scheduled")).status, Status::Info);
+    assert_eq!(room_live(&info("bypass"), 0).status, Status::Warn);
+    let scheduled = RoomInfoReply {
+        opens_at_ms: Some(30 * 60_000),
+        ..info("scheduled")
+    };
+    let check = room_live(&scheduled, 60_000);
+    assert_eq!(check.status, Status::Info);
+    let detail = check.detail.unwrap_or_default();
+    assert!(detail.contains("in about 29 min"), "{detail}");
 }
 
 #[test]
