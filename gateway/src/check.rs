@@ -11,7 +11,6 @@
 //! page, which a scoped room judges (`targeting.rs`).
 
 use std::net::IpAddr;
-use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
@@ -33,7 +32,6 @@ use crate::GatewayState;
 use crate::cookies::{RequestCookies, door_cookie_name, queue_cookie_name};
 use crate::door::{self, DoorQuestion};
 use crate::places::presented_session_hash;
-use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams, public_base};
 use crate::targeting;
 use qm_http::AppError;
@@ -56,18 +54,8 @@ pub(crate) async fn check(
     // visitors from one colo must not spend one shared budget, and a vouched visitor must not
     // escape theirs by going through a connector.
     let limited = limited_address(&identity, address);
-    if let Err(retry_after_sec) = state.check_limiter.try_acquire(limited, Instant::now()) {
-        return Err(AppError(JoinRateLimiter::check_refusal(retry_after_sec)));
-    }
-    let room_id = match query.get("roomId") {
-        Some(room_id) if is_valid_room_id(room_id) => room_id.to_owned(),
-        _ => {
-            return Err(AppError::new(
-                ErrorCode::InvalidRoomId,
-                "roomId must name a room",
-            ));
-        }
-    };
+    state.spend_check_budget(limited)?;
+    let room_id = query.room_id()?;
     let page = targeting::page_named(&query, &headers)?;
     let want_rules = targeting::wants_rules(&query);
     let cookies = RequestCookies::from_headers(&headers);

@@ -80,6 +80,14 @@ pub(crate) struct GatewayState {
 
 impl GatewayState {
     /// Token verification at the current time.
+    /// Spends one of `address`'s CHECK_LIMIT_PER_MIN: the budget every route a connector calls
+    /// shares (the door check, the targeting read, the install checks).
+    pub(crate) fn spend_check_budget(&self, address: std::net::IpAddr) -> Result<(), AppError> {
+        self.check_limiter
+            .try_acquire(address, std::time::Instant::now())
+            .map_err(|retry_after_sec| AppError(JoinRateLimiter::check_refusal(retry_after_sec)))
+    }
+
     pub(crate) fn token_check(&self) -> TokenCheck<'_> {
         self.token_check_at(now_ms())
     }

@@ -108,6 +108,17 @@ fn parse_hop(entry: &str) -> Option<IpAddr> {
 pub(crate) struct QueryParams(pub(crate) Vec<(String, String)>);
 
 impl QueryParams {
+    /// `roomId`, which the route requires: missing or malformed is 400 `invalid_room_id`.
+    pub(crate) fn room_id(&self) -> Result<String, AppError> {
+        match self.get("roomId") {
+            Some(room_id) if qm_core::ids::is_valid_room_id(room_id) => Ok(room_id.to_owned()),
+            _ => Err(AppError::new(
+                qm_core::ErrorCode::InvalidRoomId,
+                "roomId must name a room",
+            )),
+        }
+    }
+
     pub(crate) fn parse(query: Option<&str>) -> QueryParams {
         let pairs = query
             .map(|query| {

@@ -3,20 +3,16 @@
 //! list an edge connector polls (strong ETag, 304 on a match). The verdict itself is the
 //! engine's: the gateway only refuses a malformed `url=` and passes the page on.
 
-use std::time::Instant;
-
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use http::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH, REFERER};
+use http::header::{CACHE_CONTROL, ETAG, REFERER};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use qm_core::ErrorCode;
-use qm_core::ids::is_valid_room_id;
 use qm_core::scope::page_url;
 use qm_proto::{CheckTargeting, TargetingPattern, TargetingReply, TargetingRequest};
 use serde_json::{Value, json};
 
 use crate::GatewayState;
-use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams};
 use qm_http::AppError;
 
@@ -76,18 +72,6 @@ fn etag(reply: &TargetingReply) -> String {
     format!("\"{}.{}.{}\"", reply.room_id, reply.generation, reply.rev)
 }
 
-/// Whether `If-None-Match` names `etag` (or is `*`). The comparison is weak, as RFC 9110 asks
-/// of If-None-Match: a `W/` prefix does not prevent a match.
-fn matches_none_match(headers: &HeaderMap, etag: &str) -> bool {
-    headers
-        .get_all(IF_NONE_MATCH)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .map(|tag| tag.trim())
-        .any(|tag| tag == "*" || tag.trim_start_matches("W/") == etag)
-}
-
 /// GET /api/targeting?roomId=: the room's rules for an edge connector. It spends the caller's
 /// CHECK_LIMIT_PER_MIN budget, like every other route a connector calls.
 pub(crate) async fn targeting(
@@ -96,25 +80,15 @@ pub(crate) async fn targeting(
     query: QueryParams,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
-    if let Err(retry_after_sec) = state.check_limiter.try_acquire(address, Instant::now()) {
-        return Err(AppError(JoinRateLimiter::check_refusal(retry_after_sec)));
-    }
-    let room_id = match query.get("roomId") {
-        Some(room_id) if is_valid_room_id(room_id) => room_id.to_owned(),
-        _ => {
-            return Err(AppError::new(
-                ErrorCode::InvalidRoomId,
-                "roomId must name a room",
-            ));
-        }
-    };
+    state.spend_check_budget(address)?;
+    let room_id = query.room_id()?;
     let request = TargetingRequest {
         room_id,
         ..TargetingRequest::default()
     };
     let reply = state.engine.clone().targeting(request).await?.into_inner();
     let etag = etag(&reply);
-    let mut response = if matches_none_match(&headers, &etag) {
+    let mut response = if qm_http::if_none_match(&headers, &etag) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         axum::Json(json!({
@@ -168,16 +142,5 @@ mod tests {
                 .expect_err("malformed url=");
             assert_eq!(error.0.code, ErrorCode::InvalidUrl, "{bad}");
         }
-    }
-
-    #[test]
-    fn if_none_match_compares_weakly_and_takes_lists_and_star() {
-        let tag = "\"r.1.2\"";
-        let with = |value: &str| headers(&[("if-none-match", value)]);
-        assert!(matches_none_match(&with("\"r.1.2\""), tag));
-        assert!(matches_none_match(&with("\"x\", W/\"r.1.2\""), tag));
-        assert!(matches_none_match(&with("*"), tag));
-        assert!(!matches_none_match(&with("\"r.1.1\""), tag));
-        assert!(!matches_none_match(&HeaderMap::new(), tag));
     }
 }

@@ -6,7 +6,6 @@
 //! `?key=` or a wrong Bearer key is a failing check, never a refusal: this is a report.
 
 use std::net::IpAddr;
-use std::time::Instant;
 
 use axum::Json;
 use axum::extract::State;
@@ -14,14 +13,12 @@ use axum::response::{IntoResponse, Response};
 use http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, ORIGIN};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use qm_core::ErrorCode;
-use qm_core::ids::is_valid_room_id;
 use qm_core::scope::page_url;
 use qm_proto::{CheckInRequest, RoomRef, TargetingReply, TargetingRequest};
 use serde_json::{Value, json};
 
 use crate::GatewayState;
 use crate::check::bearer_is_public_or_admin_key;
-use crate::rate_limit::JoinRateLimiter;
 use crate::request::{ClientAddress, QueryParams};
 use crate::verify_checks::{Check, Facts, KeyFact, OriginFact, RoomFacts, Status, checks};
 use qm_http::AppError;
@@ -129,18 +126,8 @@ async fn report(
     query: &QueryParams,
     headers: &HeaderMap,
 ) -> Result<Report, AppError> {
-    if let Err(retry_after_sec) = state.check_limiter.try_acquire(address, Instant::now()) {
-        return Err(AppError(JoinRateLimiter::check_refusal(retry_after_sec)));
-    }
-    let room_id = match query.get("roomId") {
-        Some(room_id) if is_valid_room_id(room_id) => room_id.to_owned(),
-        _ => {
-            return Err(AppError::new(
-                ErrorCode::InvalidRoomId,
-                "roomId must name a room",
-            ));
-        }
-    };
+    state.spend_check_budget(address)?;
+    let room_id = query.room_id()?;
     let page = match query.non_empty("url") {
         Some(url) if page_url(url).is_none() => {
             return Err(AppError::new(

@@ -10,8 +10,10 @@ mod gate;
 mod guard;
 mod options;
 mod serve;
+mod validators;
 
 pub use asset::{CSS_CONTENT_TYPE, HashedAsset, JS_CONTENT_TYPE, content_hash, immutable_asset};
 pub use error::{AppError, method_not_allowed, not_found};
 pub use options::ServeOptions;
 pub use serve::serve;
+pub use validators::if_none_match;
