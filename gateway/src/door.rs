@@ -11,7 +11,7 @@ use crate::GatewayState;
 use qm_http::AppError;
 
 /// What a visitor presents at the door.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct DoorQuestion<'a> {
     pub(crate) room_id: &'a str,
     /// Tokens in order of preference (the query's, then the cookie's); the first that verifies

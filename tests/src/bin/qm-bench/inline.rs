@@ -1,13 +1,10 @@
-//! `qm-bench inline`: requests/s of an admitted visitor through the inline gate (a door check
-//! per request, then the pooled forward to the origin), beside the same origin hit directly by
+//! `qm-bench inline`: requests/s of an admitted visitor through the inline gate (the door check,
+//! remembered for up to a second per door-session key, then the pooled forward to the origin), beside the same origin hit directly by
 //! the same client with the same concurrency, and beside a bare forwarding proxy (hyper-util's
 //! pooled client, no door check, no header work) in front of the same origin: the share of the
 //! direct figure that forwarding alone costs on this machine. The origin is the test origin's
 //! `/hello`.
 
-use std::time::{Duration, Instant};
-
-use futures::StreamExt;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
@@ -17,7 +14,7 @@ use qm_tests::origin::TestOrigin;
 use reqwest::header::{COOKIE, HOST};
 use serde_json::json;
 
-use crate::{Run, client, num_cpus};
+use crate::{Run, client, drive_with, num_cpus};
 
 const HOST_NAME: &str = "shop.bench";
 const ROOM: &str = "bench";
@@ -31,32 +28,17 @@ async fn drive_get(
     count: usize,
     concurrency: usize,
 ) -> Run {
-    let started = Instant::now();
-    let results: Vec<(Duration, bool)> = futures::stream::iter(0..count)
-        .map(|_| {
-            let mut request = client.get(url);
-            for (name, value) in headers {
-                request = request.header(name, value);
-            }
-            async move {
-                let sent = Instant::now();
-                let ok = match request.send().await {
-                    Ok(response) => {
-                        response.status() == 200
-                            && response
-                                .bytes()
-                                .await
-                                .is_ok_and(|body| &body[..] == b"hello")
-                    }
-                    Err(_) => false,
-                };
-                (sent.elapsed(), ok)
-            }
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    Run::from_results(count, started.elapsed(), results)
+    let request = || {
+        headers
+            .iter()
+            .fold(client.get(url), |request, (name, value)| {
+                request.header(name, value)
+            })
+    };
+    drive_with(count, concurrency, request, |status, body| {
+        status == 200 && body == b"hello"
+    })
+    .await
 }
 
 /// A bare forwarding proxy to `origin`: what hyper-util's pooled client costs by itself.

@@ -122,16 +122,36 @@ async fn drive(
     count: usize,
     concurrency: usize,
 ) -> Run {
+    drive_with(
+        count,
+        concurrency,
+        || client.post(url).json(&body),
+        |status, _| status.is_success(),
+    )
+    .await
+}
+
+/// Sends `count` requests made by `request`, `concurrency` at a time, timing each; one counts
+/// as answered when `answered` accepts its status and whole body.
+async fn drive_with(
+    count: usize,
+    concurrency: usize,
+    request: impl Fn() -> reqwest::RequestBuilder,
+    answered: fn(reqwest::StatusCode, &[u8]) -> bool,
+) -> Run {
     let started = Instant::now();
     let results: Vec<(Duration, bool)> = futures::stream::iter(0..count)
         .map(|_| {
-            let request = client.post(url).json(&body);
+            let request = request();
             async move {
                 let sent = Instant::now();
                 let ok = match request.send().await {
                     Ok(response) => {
-                        let ok = response.status().is_success();
-                        ok && response.bytes().await.is_ok()
+                        let status = response.status();
+                        response
+                            .bytes()
+                            .await
+                            .is_ok_and(|body| answered(status, &body))
                     }
                     Err(_) => false,
                 };
