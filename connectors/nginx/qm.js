@@ -1,0 +1,1 @@
+// Queue Manager nginx njs module: being written.

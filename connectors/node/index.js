@@ -1,0 +1,1 @@
+// Queue Manager Node middleware: being written.

@@ -1,0 +1,1 @@
+/* Queue Manager browser snippet: being written. */

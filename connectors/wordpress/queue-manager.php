@@ -1,0 +1,5 @@
+<?php
+/*
+ * Plugin Name: Queue Manager
+ * Version: 1.0.0
+ */

@@ -1,0 +1,1 @@
+// Queue Manager Cloudflare Worker: being written.

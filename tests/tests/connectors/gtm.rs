@@ -1,0 +1,1 @@
+//! The gtm connector in its real runtime.

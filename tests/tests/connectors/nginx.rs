@@ -1,0 +1,1 @@
+//! The nginx connector in its real runtime.

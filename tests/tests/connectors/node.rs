@@ -1,0 +1,1 @@
+//! The node connector in its real runtime.

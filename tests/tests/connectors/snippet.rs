@@ -1,0 +1,1 @@
+//! The snippet connector in its real runtime.

@@ -1,0 +1,1 @@
+//! The wordpress connector in its real runtime.

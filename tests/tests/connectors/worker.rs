@@ -1,0 +1,1 @@
+//! The worker connector in its real runtime.
