@@ -8,5 +8,6 @@ mod journey;
 mod nginx;
 mod node;
 mod snippet;
+mod support;
 mod wordpress;
 mod worker;
