@@ -1,16 +1,19 @@
 //! The Node middleware (`connectors/node`, the npm package `queue-manager-connector`) under the
 //! machine's Node (18 or later), mounted on a bare `node:http` server with a two-layer
-//! `use`-style chain (the middleware, then a proxy to a test origin), as Express would call
-//! it: the shared journey, failing closed when told to, the one-time fall back from `/api/v1`
-//! to `/api` on an old server, what it vouches, and the `verify` command against the live app.
+//! `use`-style chain (the middleware, then a proxy to a test origin), as Express would call it,
+//! and under Express itself: the shared journey, failing closed when told to, the one-time fall
+//! back from `/api/v1` to `/api` on an old server, what it vouches, and the `verify` command
+//! against the live app.
 
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use qm_tests::origin::TestOrigin;
 use serde_json::{Value, json};
 
 use crate::journey::{self, API_KEY, GHOST_ROOM, ROOM};
-use crate::support::{RuntimeChild, StandInServer, workspace_root};
+use crate::support::{NpmRuntime, RuntimeChild, StandInServer, workspace_root};
 
 /// The site a test starts: the connector's `use` chain in front of the origin. Arguments: the
 /// package directory, the middleware's options (JSON), the origin's URL, the port.
@@ -52,6 +55,60 @@ http
   })
   .listen(port, "127.0.0.1", () => console.log(`listening on ${port}`));
 "#;
+
+/// The same under Express (fetched from the npm registry, see [`express_dir`]), with the
+/// middleware mounted on `/shop` only: inside it Express strips the mount from `req.url`, so
+/// the page's URL must come from `req.originalUrl`. Arguments: Express's directory, then as
+/// for [`SITE_JS`].
+const EXPRESS_SITE_JS: &str = r#"
+const http = require("node:http");
+const express = require(process.argv[2]);
+const queue = require(process.argv[3]);
+const options = JSON.parse(process.argv[4]);
+const origin = new URL(process.argv[5]);
+const port = Number(process.argv[6]);
+
+const app = express();
+app.use("/shop", queue(options));
+app.use((req, res) => {
+  const upstream = http.request(
+    { host: origin.hostname, port: origin.port, method: req.method, path: req.originalUrl, headers: req.headers },
+    (answer) => {
+      res.status(answer.statusCode).set(answer.headers);
+      answer.pipe(res);
+    },
+  );
+  upstream.on("error", (error) => res.status(502).send(`origin: ${error.message}`));
+  req.pipe(upstream);
+});
+app.listen(port, "127.0.0.1", () => console.log(`listening on ${port}`));
+"#;
+
+/// The Express release the Express test runs under (and `.ci/run` installs).
+const EXPRESS_PACKAGE: &str = "express@5";
+
+/// Express's package directory, fetched into `<target>/express` when missing (or
+/// `QM_EXPRESS`); panics with the one line saying what to install.
+async fn express_dir() -> PathBuf {
+    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    tokio::task::spawn_blocking(|| {
+        FOUND
+            .get_or_init(|| {
+                NpmRuntime {
+                    what: "Express",
+                    override_var: "QM_EXPRESS",
+                    dir_name: "express",
+                    package: EXPRESS_PACKAGE,
+                    wanted: &["node_modules/express"],
+                }
+                .locate_or_fetch()
+            })
+            .clone()
+    })
+    .await
+    .expect("the Express lookup ran")
+    .unwrap_or_else(|reason| panic!("{reason}"))
+}
 
 /// Node, or the one line saying what to install.
 fn node_binary() -> String {
@@ -102,6 +159,24 @@ async fn site(options: Value, origin: &TestOrigin) -> RuntimeChild {
     RuntimeChild::start("node", command, scratch, addr).await
 }
 
+/// The middleware under Express, mounted on `/shop`, in front of `origin`.
+async fn express_site(options: Value, origin: &TestOrigin) -> RuntimeChild {
+    let express = express_dir().await;
+    let node = node_binary();
+    let addr = qm_tests::process::free_addr();
+    let scratch = RuntimeChild::scratch_dir("express", addr.port());
+    std::fs::write(scratch.join("site.js"), EXPRESS_SITE_JS).expect("write the site script");
+    let mut command = Command::new(node);
+    command
+        .arg(scratch.join("site.js"))
+        .arg(express)
+        .arg(workspace_root().join("connectors/node"))
+        .arg(options.to_string())
+        .arg(&origin.url)
+        .arg(addr.port().to_string());
+    RuntimeChild::start("node (Express)", command, scratch, addr).await
+}
+
 fn options(server: &str, room_id: &str) -> Value {
     json!({ "server": server, "roomId": room_id, "apiKey": API_KEY })
 }
@@ -112,6 +187,16 @@ async fn the_middleware_carries_a_visitor_through_the_journey() {
     let origin = TestOrigin::start().await;
     let site_for_room = site(options(&app.gateway, ROOM), &origin).await;
     let ghost = site(options(&app.gateway, GHOST_ROOM), &origin).await;
+    journey::prepare_room(&app, &site_for_room.url).await;
+    journey::run(app, &site_for_room.url, &ghost.url, true).await;
+}
+
+#[tokio::test]
+async fn the_middleware_carries_a_visitor_through_the_journey_under_express() {
+    let app = journey::start_app().await;
+    let origin = TestOrigin::start().await;
+    let site_for_room = express_site(options(&app.gateway, ROOM), &origin).await;
+    let ghost = express_site(options(&app.gateway, GHOST_ROOM), &origin).await;
     journey::prepare_room(&app, &site_for_room.url).await;
     journey::run(app, &site_for_room.url, &ghost.url, true).await;
 }

@@ -6,9 +6,8 @@
 //! is missing and npm is on the PATH, the harness fetches it itself, once per test binary, with
 //! `npm install --no-save --no-audit --no-fund --prefix <target>/workerd workerd@<WORKERD_VERSION>`
 //! (the `workerd` package ships the linux-64 binary through its optional dependency
-//! `@cloudflare/workerd-linux-64`), exactly as `qm_tests::axe` fetches axe-core: into a
-//! staging directory renamed into place in one step, so two test binaries never see a
-//! half-written copy.
+//! `@cloudflare/workerd-linux-64`), exactly as `qm_tests::axe` fetches axe-core
+//! ([`NpmRuntime`]).
 //!
 //! The Worker's configuration is written as a `config.capnp` into a scratch directory: the
 //! Worker's bindings, a service binding `QM_ORIGIN` to the origin (on Cloudflare the route's
@@ -16,12 +15,11 @@
 //! socket), and an outbound network that may reach loopback (workerd's default allows only
 //! public addresses, and the queue server listens on 127.0.0.1).
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{RuntimeChild, workspace_root};
+use crate::support::{NpmRuntime, RuntimeChild, workspace_root};
 
 /// The workerd release the tests (and `.ci/run`) install.
 pub(crate) const WORKERD_VERSION: &str = "1.20261123.1";
@@ -115,133 +113,16 @@ fn text_binding(name: &str, value: &str) -> String {
 /// needs it fails with.
 fn ensure_workerd() -> Result<PathBuf, String> {
     static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    FOUND.get_or_init(locate_or_fetch).clone()
-}
-
-fn locate_or_fetch() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("QM_WORKERD").filter(|path| !path.is_empty()) {
-        let path = PathBuf::from(path);
-        return if path.is_file() {
-            Ok(path)
-        } else {
-            Err(format!(
-                "workerd not found at {} (QM_WORKERD): point QM_WORKERD at a workerd binary, or \
-                 unset it to have the tests fetch workerd with npm",
-                path.display()
-            ))
-        };
-    }
-    let prefix = qm_tests::axe::target_dir().join("workerd");
-    if let Some(binary) = binary_in(&prefix) {
-        return Ok(binary);
-    }
-    let command = install_command_line(&prefix);
-    if !npm_available() {
-        return Err(format!(
-            "workerd not found under {} and npm is not installed to fetch it: apt-get install npm \
-             (then the tests run `{command}` themselves), or set QM_WORKERD to a workerd binary",
-            prefix.display()
-        ));
-    }
-    fetch_into(&prefix).map_err(|reason| {
-        format!(
-            "workerd not found under {} and `{command}` failed: {reason}",
-            prefix.display()
-        )
-    })?;
-    let binary = binary_in(&prefix)
-        .ok_or_else(|| format!("`{command}` finished but left no workerd binary"))?;
-    // Straight to stderr, past the test harness's capture: the one line says what was done.
-    let _ = writeln!(
-        std::io::stderr(),
-        "qm-tests: workerd was missing; fetched workerd {WORKERD_VERSION} with `{command}`"
-    );
-    Ok(binary)
-}
-
-fn binary_in(prefix: &Path) -> Option<PathBuf> {
-    BINARY_IN_PREFIX
-        .iter()
-        .map(|relative| prefix.join(relative))
-        .find(|path| path.is_file())
-}
-
-fn install_command_line(prefix: &Path) -> String {
-    format!(
-        "npm install --no-save --no-audit --no-fund --prefix {} workerd@{WORKERD_VERSION}",
-        prefix.display()
-    )
-}
-
-fn npm_available() -> bool {
-    Command::new("npm")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
-}
-
-/// Installs workerd under a staging prefix beside `prefix`, then renames it to `prefix` (a
-/// leftover `prefix` without the binary, from an interrupted install, is moved aside first;
-/// losing the race to another process's complete copy is success).
-fn fetch_into(prefix: &Path) -> Result<(), String> {
-    let parent = prefix.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent)
-        .map_err(|error| format!("create {}: {error}", parent.display()))?;
-    let staging = parent.join(format!("workerd.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging)
-        .map_err(|error| format!("create {}: {error}", staging.display()))?;
-    let placed = run_npm_install(&staging).and_then(|()| {
-        if binary_in(&staging).is_none() {
-            return Err("npm finished but left no workerd binary".to_owned());
-        }
-        if prefix.exists() && binary_in(prefix).is_none() {
-            let aside = prefix.with_file_name(format!("workerd.stale-{}", std::process::id()));
-            if std::fs::rename(prefix, &aside).is_ok() {
-                let _ = std::fs::remove_dir_all(&aside);
+    FOUND
+        .get_or_init(|| {
+            NpmRuntime {
+                what: "workerd",
+                override_var: "QM_WORKERD",
+                dir_name: "workerd",
+                package: &format!("workerd@{WORKERD_VERSION}"),
+                wanted: &BINARY_IN_PREFIX,
             }
-        }
-        match std::fs::rename(&staging, prefix) {
-            Ok(()) => Ok(()),
-            Err(_) if binary_in(prefix).is_some() => Ok(()),
-            Err(error) => Err(format!(
-                "move {} to {}: {error}",
-                staging.display(),
-                prefix.display()
-            )),
-        }
-    });
-    let _ = std::fs::remove_dir_all(&staging);
-    placed
-}
-
-fn run_npm_install(staging: &Path) -> Result<(), String> {
-    let output = Command::new("npm")
-        .args([
-            "install",
-            "--no-save",
-            "--no-audit",
-            "--no-fund",
-            "--prefix",
-        ])
-        .arg(staging)
-        .arg(format!("workerd@{WORKERD_VERSION}"))
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|error| format!("start npm: {error}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    // npm's last lines carry the reason (registry unreachable, no such version).
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let lines: Vec<&str> = stderr
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
-    Err(format!("npm exited with {}: {tail}", output.status))
+            .locate_or_fetch()
+        })
+        .clone()
 }
