@@ -113,7 +113,8 @@ async fn each_check_fails_when_its_fact_is_wrong() {
         &[
             ("roomId", "shop"),
             ("connector", "node"),
-            ("version", "0.0.1"),
+            // The lowest semantic version there is: older than any release.
+            ("version", "0.0.0-0"),
         ],
         None,
     )
@@ -122,9 +123,17 @@ async fn each_check_fails_when_its_fact_is_wrong() {
     let fix = check(&old, "connector_version")["fix"]
         .as_str()
         .unwrap_or("");
-    assert!(
-        fix.contains(&format!("{}/connectors/node/latest.tgz", app.gateway)),
-        "the upgrade step, with this server filled in: {fix}"
+    let registry = app
+        .get(&format!("{}/api/connectors?roomId=shop", app.gateway))
+        .await;
+    let upgrade = registry.body["connectors"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|entry| entry["name"] == "node"))
+        .and_then(|node| node["upgrade"].as_str())
+        .unwrap_or("(no node in the registry)");
+    assert_eq!(
+        fix, upgrade,
+        "the registry's upgrade step, with this server filled in"
     );
 
     let in_query = verify(&app, &[("roomId", "shop"), ("key", PUBLIC_KEY)], None).await;
