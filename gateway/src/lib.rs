@@ -1,8 +1,8 @@
 //! The gateway process: the public contract over HTTP. Visitor routes (join, status, the event
 //! stream), the door check, readiness, the waiting page and its assets, the connector registry
-//! and the connectors' files. It holds no queue state:
-//! every decision is an engine call over gRPC; the gateway verifies and signs visitor tokens,
-//! keeps per-process limits, and fans each room's engine `Watch` stream out to its listeners.
+//! and the connectors' files. It holds no queue state: every decision is an engine call over
+//! gRPC; the gateway verifies and signs visitor tokens, keeps per-process limits, and fans each
+//! room's engine `Watch` stream out to its listeners.
 
 mod artifacts;
 mod body_fields;
