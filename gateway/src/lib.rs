@@ -1,10 +1,13 @@
 //! The gateway process: the public contract over HTTP. Visitor routes (join, status, the event
-//! stream), the door check, readiness, the waiting page and its assets. It holds no queue state:
-//! every decision is an engine call over gRPC; the gateway verifies and signs visitor tokens,
-//! keeps per-process limits, and fans each room's engine `Watch` stream out to its listeners.
+//! stream), the door check, readiness, the waiting page and its assets, the connector registry
+//! and the connectors' files. It holds no queue state: every decision is an engine call over
+//! gRPC; the gateway verifies and signs visitor tokens, keeps per-process limits, and fans each
+//! room's engine `Watch` stream out to its listeners.
 
+mod artifacts;
 mod body_fields;
 mod check;
+mod connectors;
 mod cookies;
 mod door;
 mod events;
@@ -163,6 +166,9 @@ impl GatewayApp {
                 get(pages::waiting_page).post(join_form::join_form),
             )
             .route("/assets/{name}", get(pages::asset))
+            // The connectors' files and the browser snippet: public, cacheable, no budget.
+            .route("/connectors/{name}/{file}", get(artifacts::connector_file))
+            .route("/snippet/{file}", get(artifacts::snippet_file))
             .route("/__qm/assets/{name}", get(pages::asset))
             // The guides, as the admin process serves them: integrators see only this host.
             .merge(qm_docs::routes())
@@ -226,6 +232,14 @@ fn contract_routes() -> Router<GatewayState> {
         .route(
             "/verify.gif",
             get(verify::verify_gif).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route(
+            "/connectors",
+            get(connectors::list).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
+        )
+        .route(
+            "/connectors/wordpress/update",
+            get(connectors::wordpress_update).merge(same_origin_preflight("GET, HEAD, OPTIONS")),
         )
         .route(
             "/health",

@@ -2,8 +2,9 @@
 //! or GTM template runs before it goes live. The handler gathers the facts (the room's info, the
 //! engine's scope verdicts on the named page and on the room's targetUrl, the credential
 //! presented), records the connector's check-in in the engine, and `verify_checks.rs` judges
-//! them. Both routes spend the caller's CHECK_LIMIT_PER_MIN budget, like `/api/check`. A key in
-//! `?key=` or a wrong Bearer key is a failing check, never a refusal: this is a report.
+//! them (the version against `qm-registry`'s). Both routes spend the caller's
+//! CHECK_LIMIT_PER_MIN budget, like `/api/check`. A key in `?key=` or a wrong Bearer key is a
+//! failing check, never a refusal: this is a report.
 
 use std::net::IpAddr;
 
@@ -11,7 +12,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::header::{AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, ORIGIN};
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use qm_core::ErrorCode;
 use qm_core::scope::page_url;
 use qm_proto::{CheckInRequest, RoomRef, TargetingReply, TargetingRequest};
@@ -19,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::GatewayState;
 use crate::check::bearer_is_public_or_admin_key;
-use crate::request::{ClientAddress, QueryParams};
+use crate::request::{ClientAddress, QueryParams, public_base};
 use crate::verify_checks::{Check, Facts, KeyFact, OriginFact, RoomFacts, Status, checks};
 use qm_http::AppError;
 
@@ -80,8 +81,9 @@ pub(crate) async fn verify(
     ClientAddress(address): ClientAddress,
     query: QueryParams,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Result<Response, AppError> {
-    let report = report(&state, address, &query, &headers).await?;
+    let report = report(&state, address, &query, &headers, &uri).await?;
     Ok(no_store(Json(report.body()).into_response()))
 }
 
@@ -91,8 +93,9 @@ pub(crate) async fn verify_gif(
     ClientAddress(address): ClientAddress,
     query: QueryParams,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Result<Response, AppError> {
-    let report = report(&state, address, &query, &headers).await?;
+    let report = report(&state, address, &query, &headers, &uri).await?;
     let failing = report.failing_ids();
     if failing.is_empty() {
         let response = (
@@ -125,6 +128,7 @@ async fn report(
     address: IpAddr,
     query: &QueryParams,
     headers: &HeaderMap,
+    uri: &Uri,
 ) -> Result<Report, AppError> {
     state.spend_check_budget(address)?;
     let room_id = query.room_id()?;
@@ -185,6 +189,7 @@ async fn report(
         }),
         _ => None,
     };
+    let base = public_base(&state.config, headers, uri);
     let checks = checks(&Facts {
         room_id: &room_id,
         room,
@@ -193,6 +198,8 @@ async fn report(
         key_in_query: query.contains("key"),
         connector: connector.as_deref(),
         version: version.as_deref(),
+        registry: qm_registry::all(),
+        server: Some(base.as_str()).filter(|base| !base.is_empty()),
         now_ms: qm_core::clock::now_ms(),
     });
     Ok(Report {

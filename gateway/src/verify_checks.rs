@@ -3,7 +3,10 @@
 //! a stable id, and on a failure the exact fix. Pure, so every verdict is tested here; what
 //! counts as a failure (and so turns `verify.gif` into a 424) is decided in this one file.
 
+use std::cmp::Ordering;
+
 use qm_proto::{RoomInfoReply, TargetingDryRun, TargetingReply};
+use qm_registry::Connector;
 use serde_json::{Value, json};
 
 /// A check's outcome. Only `Fail` makes the report not ok.
@@ -106,6 +109,10 @@ pub(crate) struct Facts<'a> {
     pub(crate) key_in_query: bool,
     pub(crate) connector: Option<&'a str>,
     pub(crate) version: Option<&'a str>,
+    /// The connectors this server ships (`qm_registry::all()`; tests pass their own).
+    pub(crate) registry: &'a [Connector],
+    /// This server's public base URL, when known: fills `{server}` in an upgrade step.
+    pub(crate) server: Option<&'a str>,
     /// Now, epoch ms: a scheduled room says how long until its doors open.
     pub(crate) now_ms: i64,
 }
@@ -132,7 +139,7 @@ pub(crate) fn checks(facts: &Facts<'_>) -> Vec<Check> {
             room.target,
         ));
     }
-    checks.push(connector_version(facts.connector, facts.version));
+    checks.push(connector_version(facts));
     checks
 }
 
@@ -325,16 +332,80 @@ fn out_of_scope_fix(
     )
 }
 
-fn connector_version(connector: Option<&str>, version: Option<&str>) -> Check {
-    let named = match (connector, version) {
-        (Some(connector), Some(version)) => format!("{connector} {version}"),
-        (Some(connector), None) => connector.to_owned(),
-        (None, Some(version)) => format!("version {version}"),
-        (None, None) => "the connector".to_owned(),
+/// The version a connector reported against this server's registry. Only a name the registry
+/// does not know fails: it is a typo, or a connector of another product, and either way this
+/// report cannot vouch for it (a home-grown integration leaves `connector=` out and gets
+/// information). An old version warns with the upgrade step; a version newer than the
+/// registry's warns too: the server is older than its connector.
+fn connector_version(facts: &Facts<'_>) -> Check {
+    const ID: &str = "connector_version";
+    let Some(name) = facts.connector else {
+        return Check::new(ID, Status::Info, "No connector named: the version was not compared")
+            .detail(format!(
+                "a shipped connector sends connector=<name>&version=<its version>; this server ships {}",
+                shipped(facts.registry)
+            ));
     };
-    Check::new("connector_version", Status::Info, "Connector version not compared").detail(format!(
-        "this build publishes no connector registry yet, so {named} cannot be compared with a latest version"
-    ))
+    let Some(latest) = facts
+        .registry
+        .iter()
+        .find(|connector| connector.name == name)
+    else {
+        return Check::new(ID, Status::Fail, format!("Unknown connector {name:?}"))
+            .detail(format!(
+                "this server ships {}; a name it does not know is a typo or another product's connector, so its protocol cannot be vouched for",
+                shipped(facts.registry)
+            ))
+            .fix("set connector= to the name of the connector installed (see GET /api/connectors); an integration of your own leaves connector= out");
+    };
+    let upgrade = qm_registry::fill(latest.upgrade, facts.server, Some(facts.room_id));
+    let Some(version) = facts.version else {
+        return Check::new(ID, Status::Warn, format!("{name}: no version sent"))
+            .detail(format!("the latest {name} is {}", latest.version))
+            .fix(format!(
+                "send version= with connector=; to be sure of the latest: {upgrade}"
+            ));
+    };
+    match latest.compare(version) {
+        Some(Ordering::Equal) => Check::new(
+            ID,
+            Status::Pass,
+            format!("{name} {version} is the latest"),
+        ),
+        Some(Ordering::Less) => Check::new(
+            ID,
+            Status::Warn,
+            format!("{name} {version} is older than the latest {}", latest.version),
+        )
+        .fix(upgrade),
+        Some(Ordering::Greater) => Check::new(
+            ID,
+            Status::Warn,
+            format!("{name} {version} is newer than this server's {}", latest.version),
+        )
+        .detail("the queue server is older than its connector: a newer connector may ask for what this server does not answer")
+        .fix(format!(
+            "upgrade the queue server, or install the {name} {} this server ships: {}",
+            latest.version,
+            qm_registry::fill(latest.install, facts.server, Some(facts.room_id))
+        )),
+        None => Check::new(
+            ID,
+            Status::Warn,
+            format!("{name}: {version:?} is not a semantic version"),
+        )
+        .detail(format!("the latest {name} is {}; a version reads like 1.2.3", latest.version))
+        .fix(upgrade),
+    }
+}
+
+/// `gtm, nginx, ...`: the names a report can compare.
+fn shipped(registry: &[Connector]) -> String {
+    registry
+        .iter()
+        .map(|connector| connector.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

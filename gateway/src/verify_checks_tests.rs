@@ -4,6 +4,25 @@ use qm_proto::TargetingPattern;
 
 use super::*;
 
+/// A registry of one connector, `node` 1.0.0, whose upgrade step names the server.
+static REGISTRY: [Connector; 1] = [Connector {
+    name: "node",
+    title: "Node middleware",
+    version: "1.0.0",
+    artifact: qm_registry::ArtifactKind::Tgz,
+    files: &["index.js"],
+    bytes: b"",
+    sha256_hex: "",
+    integrity: "",
+    install: "npm install {server}/connectors/node/latest.tgz",
+    upgrade: "npm install {server}/connectors/node/latest.tgz again",
+    verify: "npx queue-manager-connector verify --room {roomId}",
+    changelog: None,
+    requires: None,
+    tested: None,
+    requires_php: None,
+}];
+
 fn info(state: &str) -> RoomInfoReply {
     RoomInfoReply {
         found: true,
@@ -61,6 +80,8 @@ fn a_good_install_passes_and_a_missing_room_fails_open() {
         key_in_query: false,
         connector: Some("node"),
         version: Some("1.0.0"),
+        registry: &REGISTRY,
+        server: Some("https://q.example"),
         now_ms: 0,
     };
     let all = checks(&facts);
@@ -72,10 +93,10 @@ fn a_good_install_passes_and_a_missing_room_fails_open() {
         "origin_allowed",
         "url_in_scope",
         "target_in_scope",
+        "connector_version",
     ] {
         assert_eq!(find(&all, id).status, Status::Pass, "{id}");
     }
-    assert_eq!(find(&all, "connector_version").status, Status::Info);
     let missing = checks(&Facts {
         room: None,
         ..facts
@@ -159,4 +180,108 @@ fn key_checks() {
     assert_eq!(key_in_query(false).status, Status::Pass);
     assert_eq!(api_key(KeyFact::Wrong).status, Status::Fail);
     assert_eq!(api_key(KeyFact::Absent).status, Status::Info);
+}
+
+/// Facts about no room, naming `connector` at `version`.
+fn connector_facts<'a>(
+    connector: Option<&'a str>,
+    version: Option<&'a str>,
+    server: Option<&'a str>,
+) -> Facts<'a> {
+    Facts {
+        room_id: "shop",
+        room: None,
+        origin: &OriginFact::Unknown,
+        key: KeyFact::Absent,
+        key_in_query: false,
+        connector,
+        version,
+        registry: &REGISTRY,
+        server,
+        now_ms: 0,
+    }
+}
+
+#[test]
+fn the_version_is_compared_with_the_registry() {
+    let server = Some("https://q.example");
+    let verdict =
+        |connector, version| connector_version(&connector_facts(connector, version, server));
+    assert_eq!(verdict(Some("node"), Some("1.0.0")).status, Status::Pass);
+    assert_eq!(
+        verdict(Some("node"), Some("v1.0.0+b.1")).status,
+        Status::Pass
+    );
+
+    let older = verdict(Some("node"), Some("0.9.2"));
+    assert_eq!(older.status, Status::Warn);
+    assert_eq!(
+        older.fix.as_deref(),
+        Some("npm install https://q.example/connectors/node/latest.tgz again"),
+        "an old version's fix is the upgrade step, with this server filled in"
+    );
+    assert_eq!(
+        verdict(Some("node"), Some("1.0.0-rc.1")).status,
+        Status::Warn
+    );
+
+    let newer = verdict(Some("node"), Some("2.0.0"));
+    assert_eq!(newer.status, Status::Warn);
+    assert!(
+        newer.title.contains("newer than this server's 1.0.0"),
+        "{}",
+        newer.title
+    );
+    assert!(
+        newer
+            .fix
+            .unwrap_or_default()
+            .contains("upgrade the queue server")
+    );
+
+    let unknown = verdict(Some("nodejs"), Some("1.0.0"));
+    assert_eq!(unknown.status, Status::Fail, "an unknown name fails");
+    assert!(
+        unknown
+            .detail
+            .unwrap_or_default()
+            .contains("this server ships node")
+    );
+    assert!(
+        unknown
+            .fix
+            .unwrap_or_default()
+            .contains("leaves connector= out")
+    );
+
+    let unversioned = verdict(Some("node"), None);
+    assert_eq!(unversioned.status, Status::Warn);
+    assert_eq!(verdict(Some("node"), Some("latest")).status, Status::Warn);
+    assert_eq!(verdict(None, None).status, Status::Info);
+    assert_eq!(verdict(None, Some("1.0.0")).status, Status::Info);
+
+    // Without a known base the step keeps its placeholder for the reader.
+    let unplaced = connector_version(&connector_facts(Some("node"), Some("0.1.0"), None));
+    assert!(
+        unplaced
+            .fix
+            .unwrap_or_default()
+            .contains("{server}/connectors")
+    );
+}
+
+#[test]
+fn the_real_registry_passes_its_own_versions() {
+    for connector in qm_registry::all() {
+        let facts = Facts {
+            registry: qm_registry::all(),
+            ..connector_facts(Some(connector.name), Some(connector.version), None)
+        };
+        assert_eq!(
+            connector_version(&facts).status,
+            Status::Pass,
+            "{}",
+            connector.name
+        );
+    }
 }

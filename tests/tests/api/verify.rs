@@ -79,18 +79,10 @@ async fn a_good_install_passes_every_check() {
         "origin_allowed",
         "url_in_scope",
         "target_in_scope",
+        "connector_version",
     ] {
         assert_eq!(status(&reply, id), "pass", "{id}: {}", reply.text);
     }
-    let version = check(&reply, "connector_version");
-    assert_eq!(version["status"], "info");
-    assert!(
-        version["detail"]
-            .as_str()
-            .unwrap_or("")
-            .contains("no connector registry yet"),
-        "{version}"
-    );
     for check in reply.body["checks"].as_array().into_iter().flatten() {
         assert!(check["title"].is_string(), "{check}");
     }
@@ -101,11 +93,48 @@ async fn each_check_fails_when_its_fact_is_wrong() {
     let app = spawn_app().await;
     good_room(&app, "shop").await;
 
-    let unknown = verify(&app, &[("roomId", "nosuchroom")], None).await;
+    let unknown = verify(
+        &app,
+        &[("roomId", "nosuchroom"), ("connector", "nosuchconnector")],
+        None,
+    )
+    .await;
     assert_eq!(unknown.status, 200, "{}", unknown.text);
     assert_eq!(unknown.body["ok"], false);
     assert_eq!(status(&unknown, "room_exists"), "fail");
     assert!(check(&unknown, "room_exists")["fix"].is_string());
+    assert_eq!(
+        status(&unknown, "connector_version"),
+        "fail",
+        "a connector the registry does not ship"
+    );
+    let old = verify(
+        &app,
+        &[
+            ("roomId", "shop"),
+            ("connector", "node"),
+            // The lowest semantic version there is: older than any release.
+            ("version", "0.0.0-0"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(status(&old, "connector_version"), "warn", "{}", old.text);
+    let fix = check(&old, "connector_version")["fix"]
+        .as_str()
+        .unwrap_or("");
+    let registry = app
+        .get(&format!("{}/api/connectors?roomId=shop", app.gateway))
+        .await;
+    let upgrade = registry.body["connectors"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|entry| entry["name"] == "node"))
+        .and_then(|node| node["upgrade"].as_str())
+        .unwrap_or("(no node in the registry)");
+    assert_eq!(
+        fix, upgrade,
+        "the registry's upgrade step, with this server filled in"
+    );
 
     let in_query = verify(&app, &[("roomId", "shop"), ("key", PUBLIC_KEY)], None).await;
     assert_eq!(
