@@ -655,6 +655,44 @@ mod tests {
     }
 
     #[test]
+    fn the_status_form_takes_the_pass_out_of_the_page_and_encodes_the_return() {
+        assert_eq!(
+            without_token("https://s.example/a?x=1&qm_token=t.k-n&y=%20#top"),
+            "https://s.example/a?x=1&y=%20#top",
+            "the rest of the query byte for byte, and the fragment"
+        );
+        assert_eq!(
+            without_token("https://s.example/a?qm_token=t"),
+            "https://s.example/a"
+        );
+        assert_eq!(
+            without_token("https://s.example/a?qm_tokens=1&&qm_token"),
+            "https://s.example/a?qm_tokens=1"
+        );
+        assert_eq!(
+            token_in_page("https://s.example/a?x=1&qm_token=a%2Eb#f").as_deref(),
+            Some("a.b")
+        );
+        assert_eq!(token_in_page("https://s.example/a?qm_token=&x=1"), None);
+        assert_eq!(
+            with_return("https://q.example/w/r", "https://s.example/a?x=1&y=2"),
+            "https://q.example/w/r?qm_return=https%3A%2F%2Fs.example%2Fa%3Fx%3D1%26y%3D2"
+        );
+        assert_eq!(
+            with_return("/w/r?lang=th", "http://s.example/"),
+            "/w/r?lang=th&qm_return=http%3A%2F%2Fs.example%2F"
+        );
+        assert_eq!(
+            door_cookie_line("qm_dk_r", "k", true, false),
+            "qm_dk_r=k; Path=/; HttpOnly; SameSite=Lax; Secure"
+        );
+        assert_eq!(
+            door_cookie_line("qm_dk_r", "", false, true),
+            "qm_dk_r=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"
+        );
+    }
+
+    #[test]
     fn the_waiting_room_url_follows_public_url_or_the_servers_own_host() {
         let uri: Uri = "/api/check?roomId=door".parse().unwrap();
         let defaults = Config::defaults();

@@ -5,6 +5,7 @@
 mod admin_rooms;
 mod burst;
 mod check;
+mod check_status;
 mod console;
 mod docs_pages;
 mod door;
