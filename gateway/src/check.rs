@@ -29,6 +29,7 @@ use serde_json::{Map, Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::GatewayState;
+use crate::check_status;
 use crate::cookies::{RequestCookies, door_cookie_name, queue_cookie_name};
 use crate::door::{self, DoorQuestion};
 use crate::places::presented_session_hash;
@@ -37,12 +38,12 @@ use crate::targeting;
 use qm_http::AppError;
 
 /// The header the snippet replays a door-session key in.
-const DOOR_SESSION_HEADER: &str = "x-qm-session";
+pub(crate) const DOOR_SESSION_HEADER: &str = "x-qm-session";
 /// The longest vouched address or agent taken from the query.
 const MAX_VOUCHED_LEN: usize = 256;
 
 /// GET /api/check?roomId=&token=&url=: the JSON answer, or with `answer=status` the status
-/// form a reverse proxy's `auth_request` reads (see [`status_answer`]).
+/// form a reverse proxy's `auth_request` reads (see `check_status`).
 pub(crate) async fn check(
     State(state): State<GatewayState>,
     ClientAddress(address): ClientAddress,
@@ -52,9 +53,9 @@ pub(crate) async fn check(
 ) -> Response {
     let status_form = query.get("answer") == Some(STATUS_FORM);
     match ask_door(&state, address, &query, &headers, &uri, status_form).await {
-        Ok(checked) if status_form => status_answer(checked),
+        Ok(checked) if status_form => check_status::status_answer(checked),
         Ok(checked) => json_answer(checked),
-        Err(error) if status_form => status_refusal(error),
+        Err(error) if status_form => check_status::status_refusal(error),
         Err(error) => error.into_response(),
     }
 }
@@ -63,22 +64,22 @@ pub(crate) async fn check(
 const STATUS_FORM: &str = "status";
 
 /// What one door check found, before it is put in either form.
-struct Checked {
-    room_id: String,
-    reply: qm_proto::CheckReply,
-    new_key: Option<String>,
+pub(crate) struct Checked {
+    pub(crate) room_id: String,
+    pub(crate) reply: qm_proto::CheckReply,
+    pub(crate) new_key: Option<String>,
     /// The page the check was for (`url=`, else the Referer).
-    page: Option<String>,
-    waiting_room_url: String,
+    pub(crate) page: Option<String>,
+    pub(crate) waiting_room_url: String,
     /// The CORS origin the answer may name.
-    origin: Option<HeaderValue>,
+    pub(crate) origin: Option<HeaderValue>,
     /// The status form was sent a door-session key that is not a key's shape: it was checked
     /// as if absent, and the answer tells the proxy to expire the cookie.
-    dropped_key: bool,
+    pub(crate) dropped_key: bool,
     /// `?targeting=1`: the answer lists the room's rules.
-    want_rules: bool,
+    pub(crate) want_rules: bool,
     /// A token came with the request (`token=`, or in the status form the page's `qm_token`).
-    token_in_request: bool,
+    pub(crate) token_in_request: bool,
 }
 
 async fn ask_door(
@@ -110,7 +111,7 @@ async fn ask_door(
     // A proxy cannot pick the pass out of the page's query (nginx has no URL decoding), so
     // the status form finds it there itself when `token=` is not sent.
     let page_token = match query.non_empty("token") {
-        None if status_form => page.as_deref().and_then(token_in_page),
+        None if status_form => page.as_deref().and_then(check_status::token_in_page),
         _ => None,
     };
     let token_in_request = query.non_empty("token").is_some() || page_token.is_some();
@@ -152,7 +153,7 @@ fn json_answer(checked: Checked) -> Response {
     finish(Json(Value::Object(body)).into_response(), checked.origin)
 }
 
-fn answer_body(checked: &Checked, want_rules: bool) -> Map<String, Value> {
+pub(crate) fn answer_body(checked: &Checked, want_rules: bool) -> Map<String, Value> {
     let reply = &checked.reply;
     let mut body = Map::new();
     if !reply.room_found {
@@ -182,177 +183,12 @@ fn answer_body(checked: &Checked, want_rules: bool) -> Map<String, Value> {
     body
 }
 
-/// The headers of the status form.
-const ACTION_HEADER: &str = "x-qm-action";
-const REASON_HEADER: &str = "x-qm-reason";
-const LOCATION_HEADER: &str = "x-qm-location";
-const WAITING_ROOM_HEADER: &str = "x-qm-waiting-room";
-const CLEAR_TOKEN_HEADER: &str = "x-qm-clear-token";
-const SET_COOKIE_HEADER: &str = "x-qm-set-cookie";
-const ERROR_HEADER: &str = "x-qm-error";
-
-/// The status form (`answer=status`), for a proxy that reads only a subrequest's status and
-/// headers (nginx `auth_request`): 204 serves the page; 401 sends the visitor to
-/// `X-QM-Location` — the waiting page with `qm_return` (queue), or the page itself without its
-/// `qm_token` once the token opened a door session. `X-QM-Set-Cookie` is the `qm_dk_<roomId>`
-/// cookie line to send the visitor (the new key, or its expiry); `X-QM-Session` the new key.
-/// The proxy needs no JSON, URL encoding or cookie logic of its own.
-fn status_answer(checked: Checked) -> Response {
-    let reply = &checked.reply;
-    let action = if reply.room_found {
-        reply.action.as_str()
-    } else {
-        "pass"
-    };
-    let reason = if reply.room_found {
-        reply.reason.as_str()
-    } else {
-        "no_room"
-    };
-    let secure = checked.page.as_deref().is_some_and(|page| {
-        page.get(..8)
-            .is_some_and(|s| s.eq_ignore_ascii_case("https://"))
-    });
-    let clear = reply.clear_token || checked.dropped_key;
-    let cookie_name = door_cookie_name(&checked.room_id);
-    let set_cookie = match &checked.new_key {
-        Some(key) => Some(door_cookie_line(&cookie_name, key, secure, false)),
-        None if clear => Some(door_cookie_line(&cookie_name, "", secure, true)),
-        None => None,
-    };
-    let clean_page = checked.page.as_deref().map(without_token);
-    // Where the visitor goes instead of the page: the waiting page asking to come back, or
-    // the page without the pass once the pass became a door session.
-    let location = if action == "queue" {
-        Some(match &clean_page {
-            Some(page) => with_return(&checked.waiting_room_url, page),
-            None => checked.waiting_room_url.clone(),
-        })
-    } else if checked.new_key.is_some() && checked.token_in_request {
-        clean_page.clone()
-    } else {
-        None
-    };
-    let mut response = match &location {
-        Some(_) => {
-            let body = answer_body(&checked, false);
-            (StatusCode::UNAUTHORIZED, Json(Value::Object(body))).into_response()
-        }
-        None => StatusCode::NO_CONTENT.into_response(),
-    };
-    let out = response.headers_mut();
-    let mut put = |name: &'static str, value: &str| {
-        if let Ok(value) = HeaderValue::from_str(value) {
-            out.insert(name, value);
-        }
-    };
-    put(ACTION_HEADER, action);
-    if !reason.is_empty() {
-        put(REASON_HEADER, reason);
-    }
-    if let Some(key) = &checked.new_key {
-        put(DOOR_SESSION_HEADER, key);
-    }
-    if let Some(line) = &set_cookie {
-        put(SET_COOKIE_HEADER, line);
-    }
-    if clear {
-        put(CLEAR_TOKEN_HEADER, "1");
-    }
-    if action == "queue" {
-        put(WAITING_ROOM_HEADER, &checked.waiting_room_url);
-    }
-    if let Some(location) = &location {
-        put(LOCATION_HEADER, location);
-    }
-    finish(response, checked.origin)
-}
-
-/// A refusal in the status form: its usual JSON body and status, the code also in
-/// `X-QM-Error` — but never 401 or 403, the two statuses `auth_request` reads as a verdict, so
-/// a proxy cannot mistake a refused key for "queue": those refusals answer 400 here.
-fn status_refusal(error: AppError) -> Response {
-    let code = error.0.code.as_str();
-    let mut response = error.into_response();
-    if matches!(
-        response.status(),
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN
-    ) {
-        *response.status_mut() = StatusCode::BAD_REQUEST;
-    }
-    response
-        .headers_mut()
-        .insert(ERROR_HEADER, HeaderValue::from_static(code));
-    response
-        .headers_mut()
-        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    response
-}
-
 /// Every door-check answer: never cached, CORS only for the room's tag origins.
-fn finish(mut response: Response, origin: Option<HeaderValue>) -> Response {
+pub(crate) fn finish(mut response: Response, origin: Option<HeaderValue>) -> Response {
     let response_headers = response.headers_mut();
     response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     apply_cors(response_headers, origin);
     response
-}
-
-/// The `qm_dk_<roomId>` cookie a connector keeps the door-session key in, or its expiry.
-fn door_cookie_line(name: &str, key: &str, secure: bool, expire: bool) -> String {
-    let mut line = format!("{name}={key}; Path=/; HttpOnly; SameSite=Lax");
-    if expire {
-        line.push_str("; Max-Age=0");
-    }
-    if secure {
-        line.push_str("; Secure");
-    }
-    line
-}
-
-/// `page` without its `qm_token` parameter(s), the rest of the query byte for byte.
-fn without_token(page: &str) -> String {
-    let (before_fragment, fragment) = match page.split_once('#') {
-        Some((head, fragment)) => (head, Some(fragment)),
-        None => (page, None),
-    };
-    let mut clean = match before_fragment.split_once('?') {
-        Some((path, query)) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|pair| {
-                    let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
-                    !pair.is_empty() && name != "qm_token"
-                })
-                .collect();
-            if kept.is_empty() {
-                path.to_owned()
-            } else {
-                format!("{path}?{}", kept.join("&"))
-            }
-        }
-        None => before_fragment.to_owned(),
-    };
-    if let Some(fragment) = fragment {
-        clean.push('#');
-        clean.push_str(fragment);
-    }
-    clean
-}
-
-/// The `qm_token` parameter of `page`'s query, decoded.
-fn token_in_page(page: &str) -> Option<String> {
-    let before_fragment = page.split('#').next().unwrap_or(page);
-    let (_, query) = before_fragment.split_once('?')?;
-    url::form_urlencoded::parse(query.as_bytes())
-        .find(|(name, value)| name == "qm_token" && !value.is_empty())
-        .map(|(_, value)| value.into_owned())
-}
-
-/// `waiting` with `qm_return=<page>` appended (`&` when it already has a query).
-fn with_return(waiting: &str, page: &str) -> String {
-    let separator = if waiting.contains('?') { '&' } else { '?' };
-    let encoded: String = url::form_urlencoded::byte_serialize(page.as_bytes()).collect();
-    format!("{waiting}{separator}qm_return={encoded}")
 }
 
 /// OPTIONS /api/check: the same origin decision as the GET, from the room's info.
@@ -652,44 +488,6 @@ mod tests {
         );
         assert_eq!(limited_address("not-an-address", peer), peer);
         assert_eq!(limited_address("10.0.0.1", peer), peer);
-    }
-
-    #[test]
-    fn the_status_form_takes_the_pass_out_of_the_page_and_encodes_the_return() {
-        assert_eq!(
-            without_token("https://s.example/a?x=1&qm_token=t.k-n&y=%20#top"),
-            "https://s.example/a?x=1&y=%20#top",
-            "the rest of the query byte for byte, and the fragment"
-        );
-        assert_eq!(
-            without_token("https://s.example/a?qm_token=t"),
-            "https://s.example/a"
-        );
-        assert_eq!(
-            without_token("https://s.example/a?qm_tokens=1&&qm_token"),
-            "https://s.example/a?qm_tokens=1"
-        );
-        assert_eq!(
-            token_in_page("https://s.example/a?x=1&qm_token=a%2Eb#f").as_deref(),
-            Some("a.b")
-        );
-        assert_eq!(token_in_page("https://s.example/a?qm_token=&x=1"), None);
-        assert_eq!(
-            with_return("https://q.example/w/r", "https://s.example/a?x=1&y=2"),
-            "https://q.example/w/r?qm_return=https%3A%2F%2Fs.example%2Fa%3Fx%3D1%26y%3D2"
-        );
-        assert_eq!(
-            with_return("/w/r?lang=th", "http://s.example/"),
-            "/w/r?lang=th&qm_return=http%3A%2F%2Fs.example%2F"
-        );
-        assert_eq!(
-            door_cookie_line("qm_dk_r", "k", true, false),
-            "qm_dk_r=k; Path=/; HttpOnly; SameSite=Lax; Secure"
-        );
-        assert_eq!(
-            door_cookie_line("qm_dk_r", "", false, true),
-            "qm_dk_r=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"
-        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod body_fields;
 mod check;
+mod check_status;
 mod cookies;
 mod door;
 mod events;
