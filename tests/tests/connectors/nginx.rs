@@ -295,3 +295,34 @@ async fn njs_fails_closed_when_told_to() {
 async fn plain_auth_request_fails_closed_when_told_to() {
     fails_closed(Flavor::Plain).await;
 }
+
+/// The version the manifest announces is the one the files carry (the njs module's constant,
+/// which it logs, and both configs' headers), so an upgrade never ships a mixed set.
+#[test]
+fn the_files_carry_the_manifests_version() {
+    let dir = connector_dir();
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("connector.json")).expect("connector.json"),
+    )
+    .expect("connector.json is JSON");
+    let version = manifest["version"].as_str().expect("version");
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
+    assert!(
+        read("qm.js").contains(&format!("var VERSION = '{version}';")),
+        "qm.js carries {version}"
+    );
+    for conf in ["qm-njs.conf", "qm-plain.conf"] {
+        let first = read(conf).lines().next().unwrap_or("").to_owned();
+        assert!(
+            first.ends_with(&format!("version {version}.")),
+            "{conf} names {version} on its first line: {first}"
+        );
+    }
+    let files: Vec<&str> = manifest["files"]
+        .as_array()
+        .expect("files")
+        .iter()
+        .filter_map(|file| file.as_str())
+        .collect();
+    assert_eq!(files, ["qm.js", "qm-njs.conf", "qm-plain.conf"]);
+}
