@@ -248,8 +248,9 @@ async fn plain_auth_request_carries_a_visitor_through_the_journey() {
     journey_through(Flavor::Plain).await;
 }
 
-/// With `$qm_fail_mode closed`, a queue server that cannot answer keeps the page shut: 503
-/// with `Retry-After: 30`, and the origin never sees the request.
+/// A made-up door-session key is expired and its visitor queued; with `$qm_fail_mode closed`,
+/// a queue server that cannot answer keeps the page shut: 503 with `Retry-After: 30`, and the
+/// origin never sees the request.
 async fn fails_closed(flavor: Flavor) {
     let app = journey::start_app().await;
     let site = Site {
@@ -265,6 +266,18 @@ async fn fails_closed(flavor: Flavor) {
     let page = format!("{url}/shop/item");
     let queued = journey::visit(&page, None).await;
     journey::assert_queued(&app, &queued, &page, "closed, the server up");
+    // A made-up key is no way past the line, malformed or well-formed: the visitor is queued
+    // and the cookie expired.
+    let cookie = journey::session_cookie();
+    for key in ["not-a-key!", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"] {
+        let forged = journey::visit(&page, Some(&format!("{cookie}={key}"))).await;
+        journey::assert_queued(&app, &forged, &page, &format!("a made-up key {key}"));
+        let line = forged.cookie_line(&cookie).unwrap_or("");
+        assert!(
+            line.starts_with(&format!("{cookie}=;")) && line.contains("Max-Age=0"),
+            "the made-up key {key} is expired: {line:?}"
+        );
+    }
     app.stop().await;
     let hits = origin.hits();
     let shut = reqwest::Client::builder()
@@ -287,12 +300,12 @@ async fn fails_closed(flavor: Flavor) {
 }
 
 #[tokio::test]
-async fn njs_fails_closed_when_told_to() {
+async fn njs_expires_made_up_keys_and_fails_closed_when_told_to() {
     fails_closed(Flavor::Njs).await;
 }
 
 #[tokio::test]
-async fn plain_auth_request_fails_closed_when_told_to() {
+async fn plain_auth_request_expires_made_up_keys_and_fails_closed_when_told_to() {
     fails_closed(Flavor::Plain).await;
 }
 
