@@ -339,3 +339,45 @@ fn the_files_carry_the_manifests_version() {
         .collect();
     assert_eq!(files, ["qm.js", "qm-njs.conf", "qm-plain.conf"]);
 }
+
+/// A queue server that accepts connections and never answers: both configs give up after
+/// their 2 s timeout and serve the page (fail open, the default).
+#[tokio::test]
+async fn a_queue_server_that_never_answers_fails_open_after_two_seconds() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the silent server");
+    let silent_url = format!("http://{}", silent.local_addr().expect("its address"));
+    // Holds every connection open without a byte; ends with the test.
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let origin = TestOrigin::start().await;
+    for flavor in [Flavor::Njs, Flavor::Plain] {
+        let site = Site {
+            addr: free_addr(),
+            room: ROOM,
+            fail_closed: false,
+            per_location: false,
+        };
+        let page = format!("{}/shop/item", site.url());
+        let _nginx = Nginx::start(flavor, &silent_url, &origin.url, &[site]).await;
+        let started = std::time::Instant::now();
+        let answer = journey::visit(&page, None).await;
+        let waited = started.elapsed();
+        assert!(
+            journey::served(&answer, "/shop/item"),
+            "served after the timeout; got {} {:?}",
+            answer.status,
+            answer.location
+        );
+        assert!(
+            waited >= Duration::from_millis(1500) && waited < Duration::from_secs(6),
+            "the check gave up after about 2 s, not {waited:?}"
+        );
+    }
+    holder.abort();
+}
