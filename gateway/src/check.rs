@@ -29,6 +29,7 @@ use serde_json::{Map, Value, json};
 use subtle::ConstantTimeEq;
 
 use crate::GatewayState;
+use crate::check_status;
 use crate::cookies::{RequestCookies, door_cookie_name, queue_cookie_name};
 use crate::door::{self, DoorQuestion};
 use crate::places::presented_session_hash;
@@ -37,34 +38,89 @@ use crate::targeting;
 use qm_http::AppError;
 
 /// The header the snippet replays a door-session key in.
-const DOOR_SESSION_HEADER: &str = "x-qm-session";
+pub(crate) const DOOR_SESSION_HEADER: &str = "x-qm-session";
 /// The longest vouched address or agent taken from the query.
 const MAX_VOUCHED_LEN: usize = 256;
 
-/// GET /api/check?roomId=&token=&url=.
+/// GET /api/check?roomId=&token=&url=: the JSON answer, or with `answer=status` the status
+/// form a reverse proxy's `auth_request` reads (see `check_status`).
 pub(crate) async fn check(
     State(state): State<GatewayState>,
     ClientAddress(address): ClientAddress,
     query: QueryParams,
     headers: HeaderMap,
     uri: Uri,
-) -> Result<Response, AppError> {
-    let identity = check_credentials(&state.config, &query, &headers, &address.to_string())?;
+) -> Response {
+    let status_form = query.get("answer") == Some(STATUS_FORM);
+    match ask_door(&state, address, &query, &headers, &uri, status_form).await {
+        Ok(checked) if status_form => check_status::status_answer(checked),
+        Ok(checked) => json_answer(checked),
+        Err(error) if status_form => check_status::status_refusal(error),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// The `answer=` value that asks for the status form.
+const STATUS_FORM: &str = "status";
+
+/// What one door check found, before it is put in either form.
+pub(crate) struct Checked {
+    pub(crate) room_id: String,
+    pub(crate) reply: qm_proto::CheckReply,
+    pub(crate) new_key: Option<String>,
+    /// The page the check was for (`url=`, else the Referer).
+    pub(crate) page: Option<String>,
+    pub(crate) waiting_room_url: String,
+    /// The CORS origin the answer may name.
+    pub(crate) origin: Option<HeaderValue>,
+    /// The status form was sent a door-session key that is not a key's shape: it was checked
+    /// as if absent, and the answer tells the proxy to expire the cookie.
+    pub(crate) dropped_key: bool,
+    /// `?targeting=1`: the answer lists the room's rules.
+    pub(crate) want_rules: bool,
+    /// A token came with the request (`token=`, or in the status form the page's `qm_token`).
+    pub(crate) token_in_request: bool,
+}
+
+async fn ask_door(
+    state: &GatewayState,
+    address: IpAddr,
+    query: &QueryParams,
+    headers: &HeaderMap,
+    uri: &Uri,
+    status_form: bool,
+) -> Result<Checked, AppError> {
+    let identity = check_credentials(&state.config, query, headers, &address.to_string())?;
     // CHECK_LIMIT_PER_MIN counts the client the check is for: a connector vouching for many
     // visitors from one colo must not spend one shared budget, and a vouched visitor must not
     // escape theirs by going through a connector.
     let limited = limited_address(&identity, address);
     state.spend_check_budget(limited)?;
     let room_id = query.room_id()?;
-    let page = targeting::page_named(&query, &headers)?;
-    let want_rules = targeting::wants_rules(&query);
-    let cookies = RequestCookies::from_headers(&headers);
-    let door_key = presented_door_key(&query, &headers, &cookies, &room_id)?;
+    let page = targeting::page_named(query, headers)?;
+    let want_rules = targeting::wants_rules(query);
+    let cookies = RequestCookies::from_headers(headers);
+    // A proxy's auth_request cannot drop a bad cookie and ask again, as a JSON client does on
+    // `invalid_session`; and failing open on that refusal would let anyone in with a made-up
+    // cookie. So the status form checks without the bad key and expires it.
+    let (door_key, dropped_key) = match presented_door_key(query, headers, &cookies, &room_id) {
+        Ok(key) => (key, false),
+        Err(_) if status_form => (None, true),
+        Err(error) => return Err(error),
+    };
+    // A proxy cannot pick the pass out of the page's query (nginx has no URL decoding), so
+    // the status form finds it there itself when `token=` is not sent.
+    let page_token = match query.non_empty("token") {
+        None if status_form => page.as_deref().and_then(check_status::token_in_page),
+        _ => None,
+    };
+    let token_in_request = query.non_empty("token").is_some() || page_token.is_some();
     let question = DoorQuestion {
         room_id: &room_id,
         door_key,
         tokens: [
             query.non_empty("token"),
+            page_token.as_deref(),
             cookies.get(&queue_cookie_name(&room_id)),
         ]
         .into_iter()
@@ -72,48 +128,67 @@ pub(crate) async fn check(
         .collect(),
         ownership_hash: presented_session_hash(&cookies, &room_id),
         identity,
-        url: page,
+        url: page.clone(),
         want_rules,
     };
-    let answer = door::ask(&state, question).await?;
-    let reply = answer.reply;
+    let answer = door::ask(state, question).await?;
+    let waiting_room_url = waiting_room_url(&state.config, headers, uri, &room_id);
+    let origin = allowed_origin(headers, &answer.reply.tag_origins);
+    Ok(Checked {
+        room_id,
+        reply: answer.reply,
+        new_key: answer.new_key,
+        page,
+        waiting_room_url,
+        origin,
+        dropped_key,
+        want_rules,
+        token_in_request,
+    })
+}
 
+/// `{action, reason?, sess?, clearToken?, waitingRoomUrl?, targeting?}`.
+fn json_answer(checked: Checked) -> Response {
+    let body = answer_body(&checked, checked.want_rules);
+    finish(Json(Value::Object(body)).into_response(), checked.origin)
+}
+
+pub(crate) fn answer_body(checked: &Checked, want_rules: bool) -> Map<String, Value> {
+    let reply = &checked.reply;
     let mut body = Map::new();
     if !reply.room_found {
         body.insert("action".into(), json!("pass"));
         body.insert("reason".into(), json!("no_room"));
-    } else {
-        body.insert("action".into(), json!(reply.action));
-        if !reply.reason.is_empty() {
-            body.insert("reason".into(), json!(reply.reason));
-        }
-        if let Some(key) = answer.new_key {
-            body.insert("sess".into(), json!(key));
-        }
-        if reply.clear_token {
-            body.insert("clearToken".into(), json!(true));
-        }
-        if reply.action == "queue" {
-            body.insert(
-                "waitingRoomUrl".into(),
-                json!(waiting_room_url(&state.config, &headers, &uri, &room_id)),
-            );
-        }
-        if let Some(verdict) = &reply.targeting {
-            body.insert(
-                "targeting".into(),
-                targeting::check_json(verdict, want_rules),
-            );
-        }
+        return body;
     }
-    let mut response = Json(Value::Object(body)).into_response();
+    body.insert("action".into(), json!(reply.action));
+    if !reply.reason.is_empty() {
+        body.insert("reason".into(), json!(reply.reason));
+    }
+    if let Some(key) = &checked.new_key {
+        body.insert("sess".into(), json!(key));
+    }
+    if reply.clear_token {
+        body.insert("clearToken".into(), json!(true));
+    }
+    if reply.action == "queue" {
+        body.insert("waitingRoomUrl".into(), json!(checked.waiting_room_url));
+    }
+    if let Some(verdict) = &reply.targeting {
+        body.insert(
+            "targeting".into(),
+            targeting::check_json(verdict, want_rules),
+        );
+    }
+    body
+}
+
+/// Every door-check answer: never cached, CORS only for the room's tag origins.
+pub(crate) fn finish(mut response: Response, origin: Option<HeaderValue>) -> Response {
     let response_headers = response.headers_mut();
     response_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    apply_cors(
-        response_headers,
-        allowed_origin(&headers, &reply.tag_origins),
-    );
-    Ok(response)
+    apply_cors(response_headers, origin);
+    response
 }
 
 /// OPTIONS /api/check: the same origin decision as the GET, from the room's info.

@@ -7,6 +7,7 @@
 mod artifacts;
 mod body_fields;
 mod check;
+mod check_status;
 mod connectors;
 mod cookies;
 mod door;

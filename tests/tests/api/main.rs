@@ -5,6 +5,7 @@
 mod admin_rooms;
 mod burst;
 mod check;
+mod check_status;
 mod connectors;
 mod console;
 mod docs_pages;
