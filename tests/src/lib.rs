@@ -9,6 +9,7 @@
 
 pub mod axe;
 pub mod browser;
+pub mod npm;
 pub mod origin;
 pub mod postgres;
 pub mod process;

@@ -2,11 +2,10 @@
 //! (killed, and its scratch directory removed, when the test ends however it ends), and a
 //! stand-in queue server that records the door checks a connector sends and answers them as an
 //! old release (no `/api/v1` routes: a plain-text 404 there, the real gateway's answer under
-//! `/api`) or as a broken one (a 502 HTML page to everything); and the fetch, from the npm
-//! registry, of the runtimes the tests need that Debian does not ship (workerd, Express).
+//! `/api`) or as a broken one (a 502 HTML page to everything); and the one-time fall back from
+//! `/api/v1` to `/api` every connector must make.
 #![allow(dead_code)] // each connector module uses the part it needs
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -270,157 +269,63 @@ async fn answer(State(state): State<StandIn>, request: Request) -> Response {
         .unwrap_or_default()
 }
 
-/// A runtime (or library) the tests take from the npm registry into `<target>/<dir_name>`
-/// when it is missing, as `qm_tests::axe` does for axe-core: npm installs into a staging
-/// directory of this process that is then renamed into place in one step, so two test
-/// binaries fetching at once never see (nor leave) a half-written copy, and the one that loses
-/// the race uses the winner's. `override_var` names a path to use instead; a path it names that
-/// does not exist is never replaced by a download.
-pub(crate) struct NpmRuntime<'a> {
-    /// What the one-line messages call it.
-    pub(crate) what: &'a str,
-    pub(crate) override_var: &'a str,
-    pub(crate) dir_name: &'a str,
-    /// What `npm install` is given, e.g. `workerd@1.20261123.1`.
-    pub(crate) package: &'a str,
-    /// Paths inside the prefix, in order of preference: the first present is the answer.
-    pub(crate) wanted: &'a [&'a str],
+/// Drives a connector configured against [`StandInServer::old_release`] (at `site`, its base
+/// URL) through three pages and proves the one-time fall back: `/api/v1/check` asked once, every
+/// later check on `/api/check`, each naming the room, the page and the agent, the key only ever
+/// in the Authorization header. Returns the checks `/api` received, for what a connector vouches
+/// beyond that (its `ip`).
+pub(crate) async fn assert_falls_back_once(
+    old: &StandInServer,
+    site: &str,
+    log_tail: impl Fn() -> String,
+) -> Vec<Seen> {
+    use crate::journey::{self, API_KEY, ROOM};
+
+    let page = format!("{site}/shop/item?colour=red");
+    let first = journey::visit(&page, None).await;
+    assert_eq!(first.status, 302, "queued through /api: {}", log_tail());
+    let location = first.location.unwrap_or_default();
+    assert!(
+        location.contains(&format!("/w/{ROOM}")),
+        "the waiting page: {location}"
+    );
+    let again = journey::visit(&format!("{site}/shop/other"), None).await;
+    assert_eq!(again.status, 302);
+    let about = journey::visit(&format!("{site}/about"), None).await;
+    assert!(
+        journey::served(&about, "/about"),
+        "out of scope through /api"
+    );
+
+    assert_eq!(
+        old.seen_on("/api/v1/check").len(),
+        1,
+        "/api/v1 is tried once, then remembered as missing"
+    );
+    let checks = old.seen_on("/api/check");
+    assert_eq!(checks.len(), 3, "every check after the first goes to /api");
+    let first_check = &checks[0];
+    assert_eq!(first_check.param("roomId"), Some(ROOM));
+    assert_eq!(first_check.param("url"), Some(page.as_str()));
+    assert_eq!(first_check.param("agent"), Some("Mozilla/5.0 (journey)"));
+    assert_eq!(
+        first_check.header("authorization"),
+        Some(format!("Bearer {API_KEY}").as_str()),
+        "the key goes in the Authorization header"
+    );
+    assert_key_never_in_a_url(old);
+    checks
 }
 
-impl NpmRuntime<'_> {
-    /// The wanted path, fetched first when missing and npm is on the PATH. Blocking (it may
-    /// run npm): call it off the async runtime's threads. `Err` is the one line a test that
-    /// needs it fails with.
-    pub(crate) fn locate_or_fetch(&self) -> Result<PathBuf, String> {
-        let what = self.what;
-        let var = self.override_var;
-        if let Some(path) = std::env::var_os(var).filter(|path| !path.is_empty()) {
-            let path = PathBuf::from(path);
-            return if path.exists() {
-                Ok(path)
-            } else {
-                Err(format!(
-                    "{what} not found at {} ({var}): point {var} at it, or unset it to have the \
-                     tests fetch it with npm",
-                    path.display()
-                ))
-            };
-        }
-        let prefix = qm_tests::axe::target_dir().join(self.dir_name);
-        if let Some(found) = self.found_in(&prefix) {
-            return Ok(found);
-        }
-        let command = format!(
-            "npm install --no-save --no-audit --no-fund --prefix {} {}",
-            prefix.display(),
-            self.package
+/// No request the stand-in received carried the API key in its query.
+pub(crate) fn assert_key_never_in_a_url(old: &StandInServer) {
+    for seen in old.seen() {
+        assert!(
+            seen.query
+                .iter()
+                .all(|(_, value)| !value.contains(crate::journey::API_KEY)),
+            "the key never rides in a URL: {:?}",
+            seen.query
         );
-        if !npm_available() {
-            return Err(format!(
-                "{what} not found under {} and npm is not installed to fetch it: apt-get install \
-                 npm (then the tests run `{command}` themselves), or set {var}",
-                prefix.display()
-            ));
-        }
-        self.fetch_into(&prefix).map_err(|reason| {
-            format!(
-                "{what} not found under {} and `{command}` failed: {reason}",
-                prefix.display()
-            )
-        })?;
-        let found = self
-            .found_in(&prefix)
-            .ok_or_else(|| format!("`{command}` finished but left no {what}"))?;
-        // Straight to stderr, past the test harness's capture: the one line says what was done.
-        let _ = writeln!(
-            std::io::stderr(),
-            "qm-tests: {what} was missing; fetched {} with `{command}`",
-            self.package
-        );
-        Ok(found)
     }
-
-    fn found_in(&self, prefix: &Path) -> Option<PathBuf> {
-        self.wanted
-            .iter()
-            .map(|relative| prefix.join(relative))
-            .find(|path| path.exists())
-    }
-
-    /// Installs under a staging prefix beside `prefix`, then renames it to `prefix` (a
-    /// leftover `prefix` without the wanted files, from an interrupted install, is moved aside
-    /// first; losing the race to another process's complete copy is success).
-    fn fetch_into(&self, prefix: &Path) -> Result<(), String> {
-        let parent = prefix.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent)
-            .map_err(|error| format!("create {}: {error}", parent.display()))?;
-        let pid = std::process::id();
-        let staging = parent.join(format!("{}.partial-{pid}", self.dir_name));
-        let _ = std::fs::remove_dir_all(&staging);
-        std::fs::create_dir_all(&staging)
-            .map_err(|error| format!("create {}: {error}", staging.display()))?;
-        let placed = self.run_npm_install(&staging).and_then(|()| {
-            if self.found_in(&staging).is_none() {
-                return Err(format!("npm finished but left no {}", self.what));
-            }
-            if prefix.exists() && self.found_in(prefix).is_none() {
-                let aside = prefix.with_file_name(format!("{}.stale-{pid}", self.dir_name));
-                // Another process may move the same leftover first: then there is nothing to do.
-                if std::fs::rename(prefix, &aside).is_ok() {
-                    let _ = std::fs::remove_dir_all(&aside);
-                }
-            }
-            match std::fs::rename(&staging, prefix) {
-                Ok(()) => Ok(()),
-                Err(_) if self.found_in(prefix).is_some() => Ok(()),
-                Err(error) => Err(format!(
-                    "move {} to {}: {error}",
-                    staging.display(),
-                    prefix.display()
-                )),
-            }
-        });
-        // Nothing is left behind: on success the rename consumed the staging directory (or
-        // another process won the race and this copy is surplus), on failure it is half-written.
-        let _ = std::fs::remove_dir_all(&staging);
-        placed
-    }
-
-    fn run_npm_install(&self, staging: &Path) -> Result<(), String> {
-        let output = Command::new("npm")
-            .args([
-                "install",
-                "--no-save",
-                "--no-audit",
-                "--no-fund",
-                "--prefix",
-            ])
-            .arg(staging)
-            .arg(self.package)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|error| format!("start npm: {error}"))?;
-        if output.status.success() {
-            return Ok(());
-        }
-        // npm's last lines carry the reason (registry unreachable, no such version).
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let lines: Vec<&str> = stderr
-            .lines()
-            .map(str::trim)
-            .filter(|line| !line.is_empty())
-            .collect();
-        let tail = lines[lines.len().saturating_sub(3)..].join(" | ");
-        Err(format!("npm exited with {}: {tail}", output.status))
-    }
-}
-
-fn npm_available() -> bool {
-    Command::new("npm")
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
 }

@@ -7,7 +7,7 @@ mod workerd;
 use qm_tests::origin::TestOrigin;
 
 use crate::journey::{self, API_KEY, GHOST_ROOM, ROOM};
-use crate::support::{RuntimeChild, StandInServer};
+use crate::support::{self, RuntimeChild, StandInServer};
 use workerd::WorkerConfig;
 
 /// The Worker for `room_id` on `server`, in front of `origin`.
@@ -96,43 +96,7 @@ async fn the_worker_falls_back_to_api_once_on_an_old_server_and_vouches_for_the_
     let site = worker(&old.url, ROOM, &origin, None).await;
     journey::prepare_room(&app, &site.url).await;
 
-    let page = format!("{}/shop/item?colour=red", site.url);
-    let first = journey::visit(&page, None).await;
-    assert_eq!(
-        first.status,
-        302,
-        "queued through /api: {}",
-        site.log_tail()
-    );
-    let location = first.location.unwrap_or_default();
-    assert!(
-        location.contains(&format!("/w/{ROOM}")),
-        "the waiting page: {location}"
-    );
-    let again = journey::visit(&format!("{}/shop/other", site.url), None).await;
-    assert_eq!(again.status, 302);
-    let about = journey::visit(&format!("{}/about", site.url), None).await;
-    assert!(
-        journey::served(&about, "/about"),
-        "out of scope through /api"
-    );
-
-    assert_eq!(
-        old.seen_on("/api/v1/check").len(),
-        1,
-        "/api/v1 is tried once, then remembered as missing"
-    );
-    let checks = old.seen_on("/api/check");
-    assert_eq!(checks.len(), 3, "every check after the first goes to /api");
-    let first_check = &checks[0];
-    assert_eq!(first_check.param("roomId"), Some(ROOM));
-    assert_eq!(first_check.param("url"), Some(page.as_str()));
-    assert_eq!(first_check.param("agent"), Some("Mozilla/5.0 (journey)"));
-    assert_eq!(
-        first_check.header("authorization"),
-        Some(format!("Bearer {API_KEY}").as_str()),
-        "the key goes in the Authorization header"
-    );
+    support::assert_falls_back_once(&old, &site.url, || site.log_tail()).await;
 
     // Cloudflare names the visitor's address in CF-Connecting-IP; the Worker vouches for it.
     reqwest::Client::new()
@@ -146,11 +110,5 @@ async fn the_worker_falls_back_to_api_once_on_an_old_server_and_vouches_for_the_
         checks.last().and_then(|seen| seen.param("ip")),
         Some("203.0.113.7")
     );
-    for seen in old.seen() {
-        assert!(
-            seen.query.iter().all(|(_, value)| !value.contains(API_KEY)),
-            "the key never rides in a URL: {:?}",
-            seen.query
-        );
-    }
+    support::assert_key_never_in_a_url(&old);
 }

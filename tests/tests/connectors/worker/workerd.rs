@@ -7,7 +7,7 @@
 //! `npm install --no-save --no-audit --no-fund --prefix <target>/workerd workerd@<WORKERD_VERSION>`
 //! (the `workerd` package ships the linux-64 binary through its optional dependency
 //! `@cloudflare/workerd-linux-64`), exactly as `qm_tests::axe` fetches axe-core
-//! ([`NpmRuntime`]).
+//! ([`qm_tests::npm::NpmRuntime`]).
 //!
 //! The Worker's configuration is written as a `config.capnp` into a scratch directory: the
 //! Worker's bindings, a service binding `QM_ORIGIN` to the origin (on Cloudflare the route's
@@ -19,7 +19,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
-use crate::support::{NpmRuntime, RuntimeChild, workspace_root};
+use crate::support::{RuntimeChild, workspace_root};
+use qm_tests::npm::NpmRuntime;
 
 /// The workerd release the tests (and `.ci/run`) install.
 pub(crate) const WORKERD_VERSION: &str = "1.20261123.1";
