@@ -105,14 +105,19 @@ pub(crate) async fn waiting_page(
     );
     let chosen = query.non_empty("lang").and_then(Locale::from_tag);
     let locale = chosen.unwrap_or_else(|| locale_of(&headers));
-    let page = render_page(
-        &room_id,
-        info.as_ref(),
-        &place.with_support_ref(&state.support_ref_key, &room_id),
-        query.non_empty("qm_return"),
-        locale,
-        None,
-        state.config.email_notify,
+    let place = place.with_support_ref(&state.support_ref_key, &room_id);
+    let page = render_page_in(
+        &PageFrame::default(),
+        PageParts {
+            room_id: &room_id,
+            info: info.as_ref(),
+            place: &place,
+            return_url: query.non_empty("qm_return"),
+            pass_token: cookies.get(&queue_cookie_name(&room_id)),
+            locale,
+            notice: None,
+            notify_enabled: state.config.email_notify,
+        },
     );
     let mut response = page_response(StatusCode::OK, page);
     if let Some(chosen) = chosen
@@ -235,6 +240,7 @@ pub(crate) fn render_page(
         info,
         place,
         return_url,
+        pass_token: None,
         locale,
         notice,
         notify_enabled,
@@ -248,6 +254,9 @@ pub(crate) struct PageParts<'a> {
     pub(crate) info: Option<&'a RoomInfoReply>,
     pub(crate) place: &'a PlaceRead,
     pub(crate) return_url: Option<&'a str>,
+    /// The visitor's token, handed back to the site in the way through (`qm_token`); `None`
+    /// on an inline host, where the page stands on the site's own URL and cookies carry it.
+    pub(crate) pass_token: Option<&'a str>,
     pub(crate) locale: Locale,
     pub(crate) notice: Option<JoinNotice>,
     pub(crate) notify_enabled: bool,
@@ -260,6 +269,7 @@ pub(crate) fn render_page_in(frame: &PageFrame, page: PageParts<'_>) -> String {
         info,
         place,
         return_url,
+        pass_token,
         locale,
         notice,
         notify_enabled,
@@ -319,7 +329,7 @@ pub(crate) fn render_page_in(frame: &PageFrame, page: PageParts<'_>) -> String {
     });
     let view = PageView {
         locale,
-        place: place_view(place, return_url, now),
+        place: place_view(place, return_url, pass_token, now),
         notice,
         message,
         form_action: page_path(room_id, return_url),
@@ -329,8 +339,13 @@ pub(crate) fn render_page_in(frame: &PageFrame, page: PageParts<'_>) -> String {
 
 /// What a visitor without JavaScript is shown for the place read. Only a place this browser
 /// owns (its ownership cookie is the place's binding) is shown as theirs: any other would be
-/// replaced by their next join anyway.
-fn place_view(place: &PlaceRead, return_url: Option<&str>, now: i64) -> PlaceView {
+/// replaced by their next join anyway. The way through carries `pass_token` as `qm_token`.
+fn place_view(
+    place: &PlaceRead,
+    return_url: Option<&str>,
+    pass_token: Option<&str>,
+    now: i64,
+) -> PlaceView {
     match place {
         PlaceRead::NoToken => PlaceView::Join { lapsed: None },
         PlaceRead::Lapsed(lapsed) => PlaceView::Join { lapsed: *lapsed },
@@ -341,7 +356,10 @@ fn place_view(place: &PlaceRead, return_url: Option<&str>, now: i64) -> PlaceVie
                 let target = return_url.unwrap_or(&place.redirect_url);
                 if target.starts_with("https://") || target.starts_with("http://") {
                     return PlaceView::Passed {
-                        target_url: target.to_owned(),
+                        target_url: match pass_token {
+                            Some(token) => with_pass(target, token),
+                            None => target.to_owned(),
+                        },
                     };
                 }
                 return PlaceView::Unavailable;
@@ -416,6 +434,31 @@ fn theme_of(branding: &Map<String, Value>) -> Map<String, Value> {
         qm_core::room::is_hex_color(colour).then(|| (property.to_owned(), json!(colour)))
     })
     .collect()
+}
+
+/// `url` with `qm_token=<token>` in its query (replacing any there), before its fragment. The
+/// site's connector runs on another origin and cannot read this host's cookies, so the pass
+/// travels in the URL; the connector's first check spends it into a door session and strips it.
+/// The rest of the query is kept byte for byte (a re-encoding could change what the site reads).
+pub(crate) fn with_pass(url: &str, token: &str) -> String {
+    let (rest, fragment) = match url.find('#') {
+        Some(at) => url.split_at(at),
+        None => (url, ""),
+    };
+    let (base, query) = match rest.find('?') {
+        Some(at) => (&rest[..at], &rest[at + 1..]),
+        None => (rest, ""),
+    };
+    let mut kept: Vec<String> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty() && pair.split('=').next() != Some("qm_token"))
+        .map(str::to_owned)
+        .collect();
+    kept.push(format!(
+        "qm_token={}",
+        url::form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>()
+    ));
+    format!("{base}?{}{fragment}", kept.join("&"))
 }
 
 /// Whether `url` is an http(s) URL whose origin is on the room's return list.

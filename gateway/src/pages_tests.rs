@@ -132,30 +132,35 @@ fn waiting(bound: bool, passed: bool) -> PlaceRead {
 #[test]
 fn only_an_owned_place_is_shown_as_the_visitors() {
     assert!(matches!(
-        place_view(&waiting(true, false), None, 0),
+        place_view(&waiting(true, false), None, None, 0),
         PlaceView::Waiting {
             position: Some(2),
             ..
         }
     ));
     assert_eq!(
-        place_view(&waiting(false, false), None, 0),
+        place_view(&waiting(false, false), None, None, 0),
         PlaceView::Join { lapsed: None }
     );
     assert_eq!(
-        place_view(&waiting(true, true), Some("https://shop.example/cart"), 0),
+        place_view(
+            &waiting(true, true),
+            Some("https://shop.example/cart"),
+            None,
+            0
+        ),
         PlaceView::Passed {
             target_url: "https://shop.example/cart".into()
         }
     );
     assert_eq!(
-        place_view(&waiting(true, true), None, 0),
+        place_view(&waiting(true, true), None, None, 0),
         PlaceView::Passed {
             target_url: "https://shop.example/checkout".into()
         }
     );
     assert_eq!(
-        place_view(&waiting(false, true), None, 0),
+        place_view(&waiting(false, true), None, None, 0),
         PlaceView::Join { lapsed: None }
     );
 }
@@ -200,5 +205,76 @@ fn the_page_path_keeps_the_return_encoded() {
     assert_eq!(
         page_path("drop", Some("https://shop.example/a?b=1&c=2")),
         "/w/drop?qm_return=https%3A%2F%2Fshop.example%2Fa%3Fb%3D1%26c%3D2"
+    );
+}
+
+#[test]
+fn the_way_through_hands_the_pass_back_in_the_return_url() {
+    assert_eq!(
+        place_view(
+            &waiting(true, true),
+            Some("https://shop.example/cart?b=1&qm_token=old#top"),
+            Some("tok.sig"),
+            0
+        ),
+        PlaceView::Passed {
+            target_url: "https://shop.example/cart?b=1&qm_token=tok.sig#top".into()
+        }
+    );
+    assert_eq!(
+        place_view(&waiting(true, true), None, Some("tok.sig"), 0),
+        PlaceView::Passed {
+            target_url: "https://shop.example/checkout?qm_token=tok.sig".into()
+        }
+    );
+    assert_eq!(
+        place_view(&waiting(false, false), None, Some("tok.sig"), 0),
+        PlaceView::Join { lapsed: None },
+        "no pass for a place that is not through"
+    );
+}
+
+#[test]
+fn with_pass_replaces_only_the_pass_and_keeps_the_rest_byte_for_byte() {
+    assert_eq!(
+        with_pass("https://s.example/a", "t.s"),
+        "https://s.example/a?qm_token=t.s"
+    );
+    assert_eq!(
+        with_pass(
+            "https://s.example/a?q=a+b%20c&qm_token=x&qm_tokens=y&",
+            "t.s"
+        ),
+        "https://s.example/a?q=a+b%20c&qm_tokens=y&qm_token=t.s"
+    );
+    assert_eq!(
+        with_pass("https://s.example/a?qm_token#f?g", "t/s"),
+        "https://s.example/a?qm_token=t%2Fs#f?g"
+    );
+}
+
+#[test]
+fn the_server_rendered_way_through_carries_the_pass() {
+    let place = waiting(true, true);
+    let page = render_page_in(
+        &PageFrame::default(),
+        PageParts {
+            room_id: "drop",
+            info: Some(&info()),
+            place: &place,
+            return_url: Some("https://shop.example/cart"),
+            pass_token: Some("tok.sig"),
+            locale: Locale::En,
+            notice: None,
+            notify_enabled: false,
+        },
+    );
+    assert!(
+        page.contains("content=\"0;url=https://shop.example/cart?qm_token=tok.sig\""),
+        "the refresh carries the pass"
+    );
+    assert!(
+        page.contains("href=\"https://shop.example/cart?qm_token=tok.sig\""),
+        "the link carries the pass"
     );
 }

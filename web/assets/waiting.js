@@ -100,10 +100,36 @@
     for (var index = 0; index < candidates.length; index += 1) {
       var candidate = candidates[index];
       if (typeof candidate === "string" && /^https?:\/\//i.test(candidate)) {
-        return candidate;
+        return withPass(candidate, token);
       }
     }
     return null;
+  }
+
+  // The site's connector runs on another origin and cannot read this host's cookies or
+  // storage, so the pass travels in the return URL as `qm_token`; the connector's first check
+  // spends it into a door session and strips it from the address bar.
+  function withPass(url, pass) {
+    if (!pass) {
+      return url;
+    }
+    var hashAt = url.indexOf("#");
+    var fragment = hashAt < 0 ? "" : url.slice(hashAt);
+    var rest = hashAt < 0 ? url : url.slice(0, hashAt);
+    var queryAt = rest.indexOf("?");
+    var base = queryAt < 0 ? rest : rest.slice(0, queryAt);
+    var kept = [];
+    if (queryAt >= 0) {
+      var pairs = rest.slice(queryAt + 1).split("&");
+      for (var index = 0; index < pairs.length; index += 1) {
+        var name = pairs[index].split("=")[0];
+        if (pairs[index] !== "" && name !== "qm_token") {
+          kept.push(pairs[index]);
+        }
+      }
+    }
+    kept.push("qm_token=" + encodeURIComponent(pass));
+    return base + "?" + kept.join("&") + fragment;
   }
 
   // ---- Rendering an answer -------------------------------------------------------------

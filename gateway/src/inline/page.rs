@@ -54,6 +54,7 @@ pub(super) async fn waiting(
             info: info.as_ref(),
             place: &place,
             return_url: None,
+            pass_token: None,
             locale: locale_of(headers),
             notice: None,
             notify_enabled: state.config.email_notify,

@@ -132,6 +132,18 @@ async fn check_cors_answers_only_the_rooms_tag_origins_and_preflight_agrees() {
             "{origin}: {actual_acao:?}"
         );
         assert_ne!(actual_acao.as_deref(), Some("*"));
+        // The browser snippet sends its door-session key as X-QM-Session: the preflight must
+        // allow that request header, or the browser never sends the check.
+        let allowed_headers = preflight
+            .header("access-control-allow-headers")
+            .map(str::to_ascii_lowercase);
+        assert_eq!(
+            allowed_headers
+                .as_deref()
+                .is_some_and(|list| list.split(',').any(|name| name.trim() == "x-qm-session")),
+            allowed,
+            "{origin}: Access-Control-Allow-Headers {allowed_headers:?}"
+        );
     }
 }
 

@@ -132,6 +132,11 @@ async fn a_visitor_sees_their_position_fall_and_is_sent_to_the_target_on_pass() 
 
         flush(&app, "fall", 1).await;
         wait_position(&browser, 1).await;
+        let token = browser
+            .local_storage("qm_token_fall")
+            .await
+            .expect("read the stored token")
+            .expect("the page keeps its token");
 
         flush(&app, "fall", 1).await;
         let landed = wait_for("the page to go through to the target", SHOWN, || async {
@@ -144,6 +149,29 @@ async fn a_visitor_sees_their_position_fall_and_is_sent_to_the_target_on_pass() 
         })
         .await;
         assert!(landed.starts_with("http://127.0.0.1:"), "{landed}");
+        // The pass is handed back in the return URL, for a connector on the site to spend.
+        assert_eq!(
+            landed,
+            format!("{}?qm_token={token}", target.url("/checkout")),
+            "the way through carries the visitor's token as qm_token"
+        );
+        let spent = app
+            .send(
+                app.http
+                    .get(format!("{}/api/v1/check", app.gateway))
+                    .query(&[
+                        ("roomId", "fall"),
+                        ("token", token.as_str()),
+                        ("url", landed.as_str()),
+                    ]),
+            )
+            .await;
+        assert_eq!(spent.body["action"], "pass", "{}", spent.text);
+        assert!(
+            spent.body["sess"].is_string(),
+            "the pass opens a door session: {}",
+            spent.text
+        );
         browser.assert_no_console_errors().await;
     })
     .await;
