@@ -94,6 +94,102 @@ async fn site_page(State(state): State<SiteState>, uri: Uri) -> Response {
     response
 }
 
+/// Stands in for the gateway's `/snippet/latest.js` until the gateway serves `/snippet/*`: a
+/// loopback server that answers that path with the shipped file and forwards every other
+/// request to the gateway as it came (so the snippet, whose server defaults to the origin it
+/// was loaded from, asks its checks and install checks through it, and the gateway answers
+/// them for its own host: the waiting room's URL is the gateway's).
+pub(crate) struct SnippetHost {
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) url: String,
+    task: JoinHandle<()>,
+}
+
+#[derive(Clone)]
+struct Forward {
+    gateway: String,
+    snippet: Arc<String>,
+    client: reqwest::Client,
+}
+
+impl SnippetHost {
+    pub(crate) async fn start(app: &TestApp) -> SnippetHost {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the snippet host");
+        let url = format!("http://{}", listener.local_addr().expect("an address"));
+        let forward = Forward {
+            gateway: app.gateway.clone(),
+            snippet: Arc::new(snippet_source()),
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("a reqwest client"),
+        };
+        let router = Router::new().fallback(forward_one).with_state(forward);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        SnippetHost { url, task }
+    }
+
+    /// The snippet's URL, as a site's tag names it.
+    pub(crate) fn snippet_url(&self) -> String {
+        format!("{}/snippet/latest.js", self.url)
+    }
+}
+
+impl Drop for SnippetHost {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn forward_one(State(forward): State<Forward>, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    if parts.uri.path() == "/snippet/latest.js" {
+        return (
+            [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+            forward.snippet.as_str().to_owned(),
+        )
+            .into_response();
+    }
+    let target = format!(
+        "{}{}",
+        forward.gateway,
+        parts
+            .uri
+            .path_and_query()
+            .map(|path| path.as_str())
+            .unwrap_or("/")
+    );
+    let Ok(body) = axum::body::to_bytes(body, 1 << 20).await else {
+        return axum::http::StatusCode::BAD_REQUEST.into_response();
+    };
+    let mut outgoing = forward.client.request(parts.method, &target).body(body);
+    for (name, value) in &parts.headers {
+        if name != header::HOST && name != header::CONTENT_LENGTH {
+            outgoing = outgoing.header(name, value);
+        }
+    }
+    let Ok(answer) = outgoing.send().await else {
+        // The gateway is down: so is this stand-in for it.
+        return axum::http::StatusCode::BAD_GATEWAY.into_response();
+    };
+    let mut response = Response::builder().status(answer.status());
+    for (name, value) in answer.headers() {
+        if name != header::TRANSFER_ENCODING
+            && name != header::CONNECTION
+            && name != header::CONTENT_LENGTH
+        {
+            response = response.header(name, value);
+        }
+    }
+    response
+        .body(axum::body::Body::from_stream(answer.bytes_stream()))
+        .unwrap_or_else(|_| axum::http::StatusCode::BAD_GATEWAY.into_response())
+}
+
 /// The room a page of the test site protects: pages under `/ghost/` name a room the server
 /// does not know.
 pub(crate) fn room_of(path: &str) -> &'static str {
@@ -290,9 +386,8 @@ pub(crate) async fn journey(app: TestApp, site: &Site) {
     assert_stays(&stranger, &page, "failed-open", None).await;
 }
 
-/// The snippet's tag for a page of the test site. The snippet is served by the site itself
-/// (`/qm.js`), so the tag names the queue server with `data-server`.
-fn snippet_tag(gateway: &str, path: &str) -> String {
+/// The snippet's tag for a page of the test site, as the install instructions give it.
+fn snippet_tag(snippet_url: &str, path: &str) -> String {
     let fail = if path.starts_with("/closed/") {
         " data-fail=\"closed\""
     } else {
@@ -305,20 +400,15 @@ fn snippet_tag(gateway: &str, path: &str) -> String {
         ""
     };
     format!(
-        "<script src=\"/qm.js\" data-room=\"{}\" data-server=\"{gateway}\"{fail}{hide}></script>",
+        "<script src=\"{snippet_url}\" data-room=\"{}\"{fail}{hide}></script>",
         room_of(path)
     )
 }
 
-async fn snippet_site(app: &TestApp) -> Site {
-    let gateway = app.gateway.clone();
+async fn snippet_site(snippet_url: String) -> Site {
     Site::start(
-        Arc::new(move |path: &str| snippet_tag(&gateway, path)),
-        vec![(
-            "/qm.js".to_owned(),
-            "text/javascript; charset=utf-8",
-            snippet_source(),
-        )],
+        Arc::new(move |path: &str| snippet_tag(&snippet_url, path)),
+        Vec::new(),
     )
     .await
 }
@@ -327,7 +417,8 @@ async fn snippet_site(app: &TestApp) -> Site {
 async fn the_snippet_carries_a_visitor_through_the_journey() {
     browser::run(180, async {
         let app = start_app().await;
-        let site = snippet_site(&app).await;
+        let host = SnippetHost::start(&app).await;
+        let site = snippet_site(host.snippet_url()).await;
         prepare_room(&app, &site.url).await;
         journey(app, &site).await;
     })
@@ -338,7 +429,8 @@ async fn the_snippet_carries_a_visitor_through_the_journey() {
 async fn the_snippet_hides_the_page_only_until_the_verdict_and_fails_closed_when_told() {
     browser::run(120, async {
         let app = start_app().await;
-        let site = snippet_site(&app).await;
+        let host = SnippetHost::start(&app).await;
+        let site = snippet_site(host.snippet_url()).await;
         prepare_room(&app, &site.url).await;
         let browser = Browser::open().await;
 
