@@ -119,13 +119,18 @@ async fn a_pass_whose_entry_window_ran_out_reads_expired() {
     let (_, cookies) = app.join_as_new_visitor("ttl").await;
     app.admin_post("/rooms/ttl/flush", json!({ "count": 1 }))
         .await;
-    // Passed and still inside its window: nothing lost, and the page sends the visitor on.
+    // Passed and still inside its window: nothing lost, and the page sends the visitor on,
+    // handing the pass back to the site as qm_token.
     let passed = page(&app, "ttl", Some(&cookies), "en").await;
     assert_eq!(page_config(&passed)["lapsed"], Value::Null);
+    let token = cookies
+        .split("; ")
+        .find_map(|cookie| cookie.strip_prefix("qm_ttl="))
+        .expect("the queue cookie");
     assert!(
-        passed.text.contains(
-            r#"<noscript><meta http-equiv="refresh" content="0;url=https://shop.example/checkout"></noscript>"#
-        ),
+        passed.text.contains(&format!(
+            r#"<noscript><meta http-equiv="refresh" content="0;url=https://shop.example/checkout?qm_token={token}"></noscript>"#
+        )),
         "{}",
         passed.text
     );
