@@ -91,7 +91,7 @@ fn sections(text: &str) -> BTreeMap<String, String> {
 }
 
 /// The sandboxed code with its comments and string literals blanked, so only code is searched.
-fn code_only(code: &str) -> String {
+pub(crate) fn code_only(code: &str) -> String {
     let mut out = String::with_capacity(code.len());
     let mut chars = code.chars().peekable();
     while let Some(c) = chars.next() {

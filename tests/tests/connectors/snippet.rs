@@ -447,6 +447,25 @@ async fn the_snippet_hides_the_page_only_until_the_verdict_and_fails_closed_when
             .expect("read the page's visibility");
         assert_eq!(visibility, json!("visible"), "the page is shown again");
 
+        // One global: what the page's window has beyond a fresh frame's is QueueManager alone
+        // (chromedriver's own helpers, ret_nodes and cdc_*, set by the test's own scripts).
+        let added = browser
+            .js(
+                "var frame = document.createElement('iframe');\
+                 document.body.appendChild(frame);\
+                 var fresh = frame.contentWindow;\
+                 var added = Object.getOwnPropertyNames(window).filter(function (name) {\
+                   return !(name in fresh) && !/^\\d+$/.test(name)\
+                     && name !== 'ret_nodes' && !/^\\$?cdc_/.test(name);\
+                 });\
+                 document.body.removeChild(frame);\
+                 return added;",
+                vec![],
+            )
+            .await
+            .expect("list the page's globals");
+        assert_eq!(added, json!(["QueueManager"]), "the snippet's globals");
+
         // The queue server stopped: a tag that says data-fail="closed" replaces the page with
         // a notice (and tries again later), instead of serving it unqueued.
         app.stop().await;
@@ -465,4 +484,49 @@ async fn the_snippet_hides_the_page_only_until_the_verdict_and_fails_closed_when
         );
     })
     .await;
+}
+
+#[test]
+fn the_snippet_is_plain_es5_and_assigns_one_global() {
+    let source = snippet_source();
+    let code = super::gtm::code_only(&source);
+    for modern in [
+        "=>", "`", "let ", "const ", "class ", "async ", "await ", "fetch(", "...",
+    ] {
+        assert!(!code.contains(modern), "qm.js is ES5: it uses {modern:?}");
+    }
+    let assigned: Vec<&str> = code
+        .split("window.")
+        .skip(1)
+        .filter_map(|rest| {
+            let name_end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                .unwrap_or(rest.len());
+            let after = rest[name_end..].trim_start();
+            (after.starts_with('=') && !after.starts_with("==")).then(|| &rest[..name_end])
+        })
+        .collect();
+    assert_eq!(assigned, ["QueueManager"], "the one global qm.js sets");
+    assert!(
+        code.trim_start()
+            .starts_with("(function (window, document) {"),
+        "everything else lives in one function scope"
+    );
+    assert!(
+        source.contains(&format!("var VERSION = \"{}\";", snippet_version())),
+        "the snippet's version is its manifest's"
+    );
+}
+
+/// The snippet's version as its manifest (connector.json) gives it.
+fn snippet_version() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../connectors/snippet/connector.json"
+    );
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(path).unwrap_or_else(|error| panic!("read {path}: {error}")),
+    )
+    .expect("connector.json is JSON");
+    manifest["version"].as_str().expect("a version").to_owned()
 }
