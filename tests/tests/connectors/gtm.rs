@@ -281,6 +281,19 @@ fn the_template_is_a_well_formed_sandboxed_template_reaching_only_its_server() {
         stripped.contains("data.gtmOnSuccess()") && stripped.contains("data.gtmOnFailure()"),
         "the tag reports its outcome"
     );
+    let manifest_path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../connectors/gtm/connector.json"
+    );
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(manifest_path).expect("read the gtm manifest"),
+    )
+    .expect("connector.json is JSON");
+    let version = manifest["version"].as_str().expect("a version");
+    assert!(
+        code.contains(&format!("const VERSION = '{version}';")),
+        "the template's version is its manifest's ({version})"
+    );
 }
 
 /// The harness tags for a page: the tag's fields for the page's room, `failMode` closed under
