@@ -14,7 +14,7 @@ use qm_tests::browser::{self, Browser, wait_for};
 use serde_json::{Value, json};
 
 use super::journey::{prepare_room, start_app};
-use super::snippet::{SHOWN, Site, SnippetHost, assert_stays, journey, room_of};
+use super::snippet::{SHOWN, Site, assert_stays, journey, room_of};
 
 /// The origin the template ships with in its permissions, which an installer replaces with
 /// their queue server's.
@@ -356,8 +356,7 @@ async fn recorded(browser: &Browser, field: &str) -> Value {
 async fn the_template_run_in_the_sandbox_carries_a_visitor_through_the_journey() {
     browser::run(180, async {
         let app = start_app().await;
-        let host = SnippetHost::start(&app).await;
-        let site = gtm_site(host.url.clone()).await;
+        let site = gtm_site(app.gateway.clone()).await;
         prepare_room(&app, &site.url).await;
         journey(app, &site).await;
     })
@@ -368,8 +367,7 @@ async fn the_template_run_in_the_sandbox_carries_a_visitor_through_the_journey()
 async fn the_install_check_passes_for_a_listed_origin_and_fails_for_another() {
     browser::run(120, async {
         let app = start_app().await;
-        let host = SnippetHost::start(&app).await;
-        let site = gtm_site(host.url.clone()).await;
+        let site = gtm_site(app.gateway.clone()).await;
         prepare_room(&app, &site.url).await;
         let browser = Browser::open().await;
 
@@ -393,18 +391,16 @@ async fn the_install_check_passes_for_a_listed_origin_and_fails_for_another() {
         assert!(
             pixel.starts_with(&format!(
                 "{}/api/verify.gif?roomId=launch&origin=",
-                host.url
+                app.gateway
             )) && pixel.contains("connector=gtm&version=1.0.0"),
             "{pixel}"
         );
         let injected = recorded(&browser, "injected").await;
         assert_eq!(
             injected,
-            json!([format!("{}/snippet/latest.js?room=launch", host.url)])
+            json!([format!("{}/snippet/latest.js?room=launch", app.gateway)])
         );
-        let answered = app
-            .send(app.http.get(pixel.replace(&host.url, &app.gateway)))
-            .await;
+        let answered = app.send(app.http.get(&pixel)).await;
         assert_eq!(answered.status, 200, "{}", answered.text);
 
         // The same page on an origin the room does not list: 424, the failure is logged.
@@ -426,9 +422,7 @@ async fn the_install_check_passes_for_a_listed_origin_and_fails_for_another() {
         );
         let pixels = recorded(&browser, "pixels").await;
         let pixel = pixels[0].as_str().expect("one pixel").to_owned();
-        let answered = app
-            .send(app.http.get(pixel.replace(&host.url, &app.gateway)))
-            .await;
+        let answered = app.send(app.http.get(&pixel)).await;
         assert_eq!(answered.status, 424, "{}", answered.text);
         assert!(
             answered
@@ -447,9 +441,8 @@ async fn the_install_check_passes_for_a_listed_origin_and_fails_for_another() {
 async fn the_sandbox_refuses_a_server_outside_the_templates_permissions() {
     browser::run(60, async {
         let app = start_app().await;
-        let host = SnippetHost::start(&app).await;
-        // The permissions name the snippet host; the tag is configured with another server.
-        let server = host.url.clone();
+        // The permissions name the gateway; the tag is configured with another server.
+        let server = app.gateway.clone();
         let site = Site::start(
             Arc::new(move |path: &str| {
                 gtm_tags(&server, path).replace(

@@ -1,12 +1,14 @@
-//! The browser snippet (`connectors/snippet/qm.js`) in headless Chromium, on the pages of a
-//! second origin: a small site at `http://localhost:<port>` (the gateway is on 127.0.0.1, and a
-//! different host is what makes the site a true second origin, whose scripts cannot read the
-//! queue host's cookies or storage). The journey is the one every connector owes ("Done
-//! means"): a fresh visitor is sent to the waiting room; the waiting page hands the pass back
-//! as `qm_token`, the snippet spends it into a door session and strips it from the address bar;
-//! five more pages ride the session without a new place; an out-of-scope page and a page of an
-//! unknown room never leave the site; with the queue server stopped the page stays (fail open),
-//! or is replaced by a notice when the tag says `data-fail="closed"`.
+//! The browser snippet (`connectors/snippet/qm.js`) in headless Chromium, on the pages of a second
+//! origin: a small site at `http://localhost:<port>` (the gateway is on 127.0.0.1, and a different
+//! host is what makes the site a true second origin, whose scripts cannot read the queue host's
+//! cookies or storage), whose pages load the snippet as the install guide says, from the gateway's
+//! `/snippet/latest.js` (the registry's bytes of `connectors/snippet/qm.js`, the server defaulting
+//! to the origin it was loaded from). The journey is the one every connector owes ("Done means"): a
+//! fresh visitor is sent to the waiting room; the waiting page hands the pass back as `qm_token`,
+//! the snippet spends it into a door session and strips it from the address bar; five more pages
+//! ride the session without a new place; an out-of-scope page and a page of an unknown room never
+//! leave the site; with the queue server stopped the page stays (fail open), or is replaced by a
+//! notice when the tag says `data-fail="closed"`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,102 +94,6 @@ async fn site_page(State(state): State<SiteState>, uri: Uri) -> Response {
         .headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
-}
-
-/// Stands in for the gateway's `/snippet/latest.js` until the gateway serves `/snippet/*`: a
-/// loopback server that answers that path with the shipped file and forwards every other
-/// request to the gateway as it came (so the snippet, whose server defaults to the origin it
-/// was loaded from, asks its checks and install checks through it, and the gateway answers
-/// them for its own host: the waiting room's URL is the gateway's).
-pub(crate) struct SnippetHost {
-    /// `http://127.0.0.1:<port>`.
-    pub(crate) url: String,
-    task: JoinHandle<()>,
-}
-
-#[derive(Clone)]
-struct Forward {
-    gateway: String,
-    snippet: Arc<String>,
-    client: reqwest::Client,
-}
-
-impl SnippetHost {
-    pub(crate) async fn start(app: &TestApp) -> SnippetHost {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the snippet host");
-        let url = format!("http://{}", listener.local_addr().expect("an address"));
-        let forward = Forward {
-            gateway: app.gateway.clone(),
-            snippet: Arc::new(snippet_source()),
-            client: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .expect("a reqwest client"),
-        };
-        let router = Router::new().fallback(forward_one).with_state(forward);
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
-        SnippetHost { url, task }
-    }
-
-    /// The snippet's URL, as a site's tag names it.
-    pub(crate) fn snippet_url(&self) -> String {
-        format!("{}/snippet/latest.js", self.url)
-    }
-}
-
-impl Drop for SnippetHost {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn forward_one(State(forward): State<Forward>, request: axum::extract::Request) -> Response {
-    let (parts, body) = request.into_parts();
-    if parts.uri.path() == "/snippet/latest.js" {
-        return (
-            [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-            forward.snippet.as_str().to_owned(),
-        )
-            .into_response();
-    }
-    let target = format!(
-        "{}{}",
-        forward.gateway,
-        parts
-            .uri
-            .path_and_query()
-            .map(|path| path.as_str())
-            .unwrap_or("/")
-    );
-    let Ok(body) = axum::body::to_bytes(body, 1 << 20).await else {
-        return axum::http::StatusCode::BAD_REQUEST.into_response();
-    };
-    let mut outgoing = forward.client.request(parts.method, &target).body(body);
-    for (name, value) in &parts.headers {
-        if name != header::HOST && name != header::CONTENT_LENGTH {
-            outgoing = outgoing.header(name, value);
-        }
-    }
-    let Ok(answer) = outgoing.send().await else {
-        // The gateway is down: so is this stand-in for it.
-        return axum::http::StatusCode::BAD_GATEWAY.into_response();
-    };
-    let mut response = Response::builder().status(answer.status());
-    for (name, value) in answer.headers() {
-        if name != header::TRANSFER_ENCODING
-            && name != header::CONNECTION
-            && name != header::CONTENT_LENGTH
-        {
-            response = response.header(name, value);
-        }
-    }
-    response
-        .body(axum::body::Body::from_stream(answer.bytes_stream()))
-        .unwrap_or_else(|_| axum::http::StatusCode::BAD_GATEWAY.into_response())
 }
 
 /// The room a page of the test site protects: pages under `/ghost/` name a room the server
@@ -304,8 +210,8 @@ async fn session_storage(browser: &Browser, key: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// The journey, on a site whose pages load the snippet however `load` made them (its own tag,
-/// or a Tag Manager template). Stops the app at the end.
+/// The journey, on a site whose pages load the snippet (by its own tag, or through the Tag
+/// Manager template). Stops the app at the end.
 pub(crate) async fn journey(app: TestApp, site: &Site) {
     let visitor = Browser::open().await;
 
@@ -378,12 +284,27 @@ pub(crate) async fn journey(app: TestApp, site: &Site) {
     assert_stays(&stranger, &ghost, "failed-open", None).await;
 
     // The queue server stopped: the page stays, for a visitor on a session and a fresh one.
+    // Both loaded the snippet before, so their browsers run it from cache (`max-age=300`) and
+    // its check fails; a browser that never loaded it loads no snippet and the page stays too.
     app.stop().await;
     let later = format!("{}/shop/page-6", site.url);
     visitor.goto(&later).await;
     assert_stays(&visitor, &later, "failed-open", None).await;
     stranger.goto(&page).await;
     assert_stays(&stranger, &page, "failed-open", None).await;
+    let newcomer = Browser::open().await;
+    newcomer.goto(&page).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        newcomer.current_url().await.expect("the current URL"),
+        page,
+        "without the snippet the page stays"
+    );
+    assert_eq!(
+        newcomer.text("#site").await.as_deref(),
+        Ok("site page /shop/item"),
+        "the site's own page"
+    );
 }
 
 /// The snippet's tag for a page of the test site, as the install instructions give it.
@@ -417,8 +338,7 @@ async fn snippet_site(snippet_url: String) -> Site {
 async fn the_snippet_carries_a_visitor_through_the_journey() {
     browser::run(180, async {
         let app = start_app().await;
-        let host = SnippetHost::start(&app).await;
-        let site = snippet_site(host.snippet_url()).await;
+        let site = snippet_site(format!("{}/snippet/latest.js", app.gateway)).await;
         prepare_room(&app, &site.url).await;
         journey(app, &site).await;
     })
@@ -429,8 +349,7 @@ async fn the_snippet_carries_a_visitor_through_the_journey() {
 async fn the_snippet_hides_the_page_only_until_the_verdict_and_fails_closed_when_told() {
     browser::run(120, async {
         let app = start_app().await;
-        let host = SnippetHost::start(&app).await;
-        let site = snippet_site(host.snippet_url()).await;
+        let site = snippet_site(format!("{}/snippet/latest.js", app.gateway)).await;
         prepare_room(&app, &site.url).await;
         let browser = Browser::open().await;
 
