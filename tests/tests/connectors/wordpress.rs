@@ -1,1 +1,473 @@
-//! The wordpress connector in its real runtime.
+//! The WordPress plugin in real WordPress (Debian's package, PHP's built-in server, MariaDB):
+//! the journey every server-side connector carries a visitor through, the fail-closed mode, the
+//! settings screen's install check as an administrator runs it, and the updater's offer from
+//! the registry's `update` answer with the download's SHA-256 checked.
+
+mod site;
+
+use std::panic::AssertUnwindSafe;
+
+use axum::Router;
+use axum::routing::get;
+use futures::FutureExt;
+use qm_tests::process::free_addr;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::journey::{self, API_KEY, GHOST_ROOM, ROOM};
+use site::{ADMIN_PASSWORD, PhpServer, PluginSettings, WordPress};
+
+/// Runs `check`; when it fails, prints what WordPress and its servers logged first.
+async fn with_logs<F: std::future::Future<Output = ()>>(
+    wordpress: &WordPress,
+    servers: &[&PhpServer],
+    check: F,
+) {
+    if let Err(panic) = AssertUnwindSafe(check).catch_unwind().await {
+        eprintln!("wordpress debug.log:\n{}", wordpress.debug_log());
+        for server in servers {
+            eprintln!("php -S {} log:\n{}", server.url, server.log());
+        }
+        std::panic::resume_unwind(panic);
+    }
+}
+
+#[tokio::test]
+async fn wordpress_plugin_carries_a_visitor_through_the_journey() {
+    let app = journey::start_app().await;
+    let site_addr = free_addr();
+    let ghost_addr = free_addr();
+    let site = format!("http://{site_addr}");
+    journey::prepare_room(&app, &site).await;
+    let wordpress = WordPress::install(
+        &site,
+        PluginSettings {
+            server: &app.gateway,
+            room_id: ROOM,
+            api_key: API_KEY,
+        },
+    )
+    .await;
+    let main = wordpress.serve(site_addr, &[]).await;
+    // The same WordPress as a second site configured for a room the server does not know, and
+    // to fail closed: the unknown room must still pass (the server says so), and once the
+    // server is down it answers 503.
+    let ghost = wordpress
+        .serve(
+            ghost_addr,
+            &[("QM_WP_ROOM", GHOST_ROOM), ("QM_WP_FAIL_MODE", "closed")],
+        )
+        .await;
+
+    with_logs(&wordpress, &[&main, &ghost], async {
+        journey::run(app, &main.url, &ghost.url, true).await;
+
+        // The queue server is stopped now: the site that fails closed answers 503 with
+        // Retry-After, and serves nothing of the page.
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("a reqwest client");
+        let closed = client
+            .get(format!("{}/shop/item", ghost.url))
+            .send()
+            .await
+            .expect("GET the fail-closed site");
+        assert_eq!(closed.status(), 503, "fail closed answers 503");
+        assert_eq!(
+            closed
+                .headers()
+                .get("retry-after")
+                .and_then(|value| value.to_str().ok()),
+            Some("30")
+        );
+        let body = closed.text().await.unwrap_or_default();
+        assert!(!body.contains("site page"), "no page behind a 503: {body}");
+        assert!(
+            wordpress
+                .debug_log()
+                .contains("queue manager: the door check failed"),
+            "the outage is logged"
+        );
+    })
+    .await;
+}
+
+/// The value of the hidden `_wpnonce` field in the form whose tag holds `form_marker`.
+fn nonce_in(html: &str, form_marker: &str) -> String {
+    let form = html
+        .find(form_marker)
+        .unwrap_or_else(|| panic!("the page has the form {form_marker}"));
+    let field = "name=\"_wpnonce\" value=\"";
+    let start = html[form..].find(field).expect("the form has a nonce") + form + field.len();
+    let end = html[start..].find('"').expect("the nonce ends") + start;
+    html[start..end].to_owned()
+}
+
+/// The status the settings screen shows for the install check `id` (its table row).
+fn check_status(html: &str, id: &str) -> Option<String> {
+    let marker = format!("data-check=\"{id}\" data-status=\"");
+    let start = html.find(&marker)? + marker.len();
+    let end = html[start..].find('"')? + start;
+    Some(html[start..end].to_owned())
+}
+
+#[tokio::test]
+async fn wordpress_settings_screen_runs_the_install_check() {
+    let app = journey::start_app().await;
+    let site_addr = free_addr();
+    let site = format!("http://{site_addr}");
+    journey::prepare_room(&app, &site).await;
+    let wordpress = WordPress::install(
+        &site,
+        PluginSettings {
+            server: &app.gateway,
+            room_id: ROOM,
+            api_key: API_KEY,
+        },
+    )
+    .await;
+    let server = wordpress.serve(site_addr, &[]).await;
+    let settings_page = format!("{site}/wp-admin/options-general.php?page=queue-manager");
+
+    with_logs(&wordpress, &[&server], async {
+        // The administrator logs in, as a browser would.
+        let admin = reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("a reqwest client");
+        admin
+            .get(format!("{site}/wp-login.php"))
+            .send()
+            .await
+            .expect("GET wp-login.php");
+        let login = admin
+            .post(format!("{site}/wp-login.php"))
+            .form(&[
+                ("log", "admin"),
+                ("pwd", ADMIN_PASSWORD),
+                ("testcookie", "1"),
+                ("redirect_to", &format!("{site}/wp-admin/")),
+            ])
+            .send()
+            .await
+            .expect("POST wp-login.php");
+        assert_eq!(login.status(), 302, "the administrator is logged in");
+
+        let page = admin
+            .get(&settings_page)
+            .send()
+            .await
+            .expect("GET settings");
+        assert_eq!(page.status(), 200, "Settings → Queue Manager");
+        let html = page.text().await.expect("the settings page");
+        assert!(html.contains(&app.gateway), "the saved server is shown");
+        assert!(!html.contains(API_KEY), "the API key is never printed back");
+        assert!(
+            html.contains("A key ending in 0123 is saved"),
+            "the screen says a key is saved"
+        );
+
+        // Check installation: the server's install check, every check listed.
+        let verify = |html: String, page: String| {
+            let admin = admin.clone();
+            let settings_page = settings_page.clone();
+            async move {
+                let nonce = nonce_in(&html, "id=\"queue-manager-verify\"");
+                let answer = admin
+                    .post(&settings_page)
+                    .form(&[
+                        ("_wpnonce", nonce.as_str()),
+                        (
+                            "_wp_http_referer",
+                            "/wp-admin/options-general.php?page=queue-manager",
+                        ),
+                        ("queue_manager_verify", "1"),
+                        ("queue_manager_verify_url", page.as_str()),
+                    ])
+                    .send()
+                    .await
+                    .expect("POST Check installation");
+                assert_eq!(answer.status(), 200);
+                answer.text().await.expect("the report")
+            }
+        };
+        // A protected page: every check passes.
+        let report = verify(html, format!("{site}/shop/item")).await;
+        for id in [
+            "api_key",
+            "room_exists",
+            "room_live",
+            "origin_allowed",
+            "url_in_scope",
+            "target_in_scope",
+        ] {
+            assert_eq!(
+                check_status(&report, id).as_deref(),
+                Some("pass"),
+                "the check {id} is listed as passing"
+            );
+        }
+        assert!(
+            report.contains("data-ok=\"true\""),
+            "the installation is ready"
+        );
+        assert!(check_status(&report, "connector_version").is_some());
+        assert!(
+            !report.contains(API_KEY),
+            "the report does not print the key"
+        );
+
+        // The server recorded the plugin's check-in, with its version and the site's origin.
+        let listed = app
+            .admin_call(
+                reqwest::Method::GET,
+                &format!("/rooms/{ROOM}/connectors"),
+                None,
+            )
+            .await;
+        assert_eq!(listed.status, 200, "{}", listed.text);
+        let connectors = listed.body["connectors"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            connectors
+                .iter()
+                .any(|entry| entry["connector"] == "wordpress"
+                    && entry["version"] == "1.0.0"
+                    && entry["origin"] == site.as_str()),
+            "the plugin checked in: {}",
+            listed.text
+        );
+
+        // Saving the form with the key field empty keeps the saved key; the new room id is
+        // saved and the install check now says the room does not exist.
+        let page = admin
+            .get(&settings_page)
+            .send()
+            .await
+            .expect("GET settings");
+        let html = page.text().await.expect("the settings page");
+        let nonce = nonce_in(&html, "id=\"queue-manager-settings\"");
+        let saved = admin
+            .post(format!("{site}/wp-admin/options.php"))
+            .form(&[
+                ("option_page", "queue_manager"),
+                ("action", "update"),
+                ("_wpnonce", nonce.as_str()),
+                (
+                    "_wp_http_referer",
+                    "/wp-admin/options-general.php?page=queue-manager",
+                ),
+                ("queue_manager_settings[server]", app.gateway.as_str()),
+                ("queue_manager_settings[room_id]", "not-yet-created"),
+                ("queue_manager_settings[api_key]", ""),
+                ("queue_manager_settings[fail_mode]", "closed"),
+            ])
+            .send()
+            .await
+            .expect("POST options.php");
+        assert_eq!(saved.status(), 302, "the settings are saved");
+        let stored: Value = serde_json::from_str(
+            &wordpress
+                .run_php(
+                    "echo json_encode(get_option('queue_manager_settings'));",
+                    &[],
+                )
+                .await,
+        )
+        .expect("the option as JSON");
+        assert_eq!(
+            stored,
+            json!({
+                "server": app.gateway,
+                "room_id": "not-yet-created",
+                "api_key": API_KEY,
+                "fail_mode": "closed",
+            })
+        );
+        let html = admin
+            .get(&settings_page)
+            .send()
+            .await
+            .expect("GET settings")
+            .text()
+            .await
+            .expect("the settings page");
+        // The default page to check is the home page.
+        let report = verify(html, String::new()).await;
+        assert_eq!(
+            check_status(&report, "room_exists").as_deref(),
+            Some("fail")
+        );
+        assert!(
+            report.contains("data-ok=\"false\""),
+            "the installation needs a fix"
+        );
+        assert_eq!(check_status(&report, "api_key").as_deref(), Some("pass"));
+    })
+    .await;
+}
+
+/// The registry stand-in: `/api/connectors/wordpress/update` in the updater's shape naming
+/// `version` and a package whose published SHA-256 is `sha256`, and the package itself.
+async fn registry(version: &'static str, package: &'static [u8], sha256: String) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the registry");
+    let base = format!("http://{}", listener.local_addr().expect("an address"));
+    let update = json!({
+        "name": "Queue Manager",
+        "slug": "queue-manager",
+        "version": version,
+        "new_version": version,
+        "package": format!("{base}/connectors/wordpress/latest.zip"),
+        "download_url": format!("{base}/connectors/wordpress/latest.zip"),
+        "url": format!("{base}/docs/integration"),
+        "requires": "5.6",
+        "tested": "6.1",
+        "requires_php": "7.3",
+        "sha256": sha256,
+        "sections": {
+            "description": "<p>The waiting room's door.</p><script>alert(1)</script>",
+            "changelog": "<ul><li>1.1.0: faster checks</li></ul>",
+        },
+    });
+    let app = Router::new()
+        .route(
+            "/api/connectors/wordpress/update",
+            get(move || async move { axum::Json(update) }),
+        )
+        .route(
+            "/connectors/wordpress/latest.zip",
+            get(move || async move { package }),
+        );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    base
+}
+
+/// What WordPress's update machinery makes of the registry at `server`: the update_plugins
+/// transient's entry, the "View details" box, and the download's integrity check.
+const UPDATE_PROBE: &str = r#"
+delete_transient('queue_manager_update');
+require_once ABSPATH . 'wp-admin/includes/plugin-install.php';
+$transient = new stdClass();
+$transient->last_checked = time();
+$transient->response = array();
+$transient->no_update = array();
+set_site_transient('update_plugins', $transient);
+$stored = get_site_transient('update_plugins');
+$plugin = 'queue-manager/queue-manager.php';
+$info = plugins_api('plugin_information', array('slug' => 'queue-manager'));
+$download = apply_filters('upgrader_pre_download', false, isset($stored->response[$plugin]) ? $stored->response[$plugin]->package : '', null, array());
+echo json_encode(array(
+    'response' => isset($stored->response[$plugin]) ? $stored->response[$plugin] : null,
+    'no_update' => isset($stored->no_update[$plugin]) ? $stored->no_update[$plugin] : null,
+    'info' => is_wp_error($info) ? $info->get_error_message() : $info,
+    'download' => is_wp_error($download) ? array('error' => $download->get_error_code()) : ($download === false ? null : array('bytes' => file_get_contents($download))),
+));
+"#;
+
+#[tokio::test]
+async fn wordpress_plugin_offers_the_registry_update_and_checks_its_sha256() {
+    const PACKAGE: &[u8] = b"PK the plugin's zip";
+    let good = hex::encode(Sha256::digest(PACKAGE));
+    let newer = registry("1.1.0", PACKAGE, good.clone()).await;
+    let tampered = registry(
+        "1.1.0",
+        PACKAGE,
+        hex::encode(Sha256::digest(b"other bytes")),
+    )
+    .await;
+    let same = registry("1.0.0", PACKAGE, good).await;
+    let site = format!("http://{}", free_addr());
+    let wordpress = WordPress::install(
+        &site,
+        PluginSettings {
+            server: &newer,
+            room_id: ROOM,
+            api_key: API_KEY,
+        },
+    )
+    .await;
+
+    with_logs(&wordpress, &[], async {
+        let probe = |server: String| {
+            let wordpress = &wordpress;
+            async move {
+                let printed = wordpress
+                    .run_php(UPDATE_PROBE, &[("QM_WP_SERVER", server.as_str())])
+                    .await;
+                serde_json::from_str::<Value>(&printed)
+                    .unwrap_or_else(|error| panic!("the probe prints JSON ({error}): {printed}"))
+            }
+        };
+
+        // A newer release is offered, with the registry's package, and its details shown.
+        let offered = probe(newer.clone()).await;
+        let response = &offered["response"];
+        assert_eq!(response["new_version"], "1.1.0", "{offered}");
+        assert_eq!(response["slug"], "queue-manager");
+        assert_eq!(response["plugin"], "queue-manager/queue-manager.php");
+        assert_eq!(
+            response["package"],
+            format!("{newer}/connectors/wordpress/latest.zip")
+        );
+        assert_eq!(response["requires_php"], "7.3");
+        assert!(offered["no_update"].is_null());
+        let info = &offered["info"];
+        assert_eq!(info["version"], "1.1.0", "{offered}");
+        assert_eq!(
+            info["download_link"],
+            format!("{newer}/connectors/wordpress/latest.zip")
+        );
+        let description = info["sections"]["description"].as_str().unwrap_or("");
+        assert!(description.contains("The waiting room's door"), "{offered}");
+        assert!(
+            !description.contains("<script"),
+            "the details are kses-filtered"
+        );
+        assert!(
+            info["sections"]["changelog"]
+                .as_str()
+                .unwrap_or("")
+                .contains("1.1.0")
+        );
+        // The package matches its SHA-256: WordPress gets the downloaded file.
+        assert_eq!(
+            offered["download"]["bytes"],
+            String::from_utf8_lossy(PACKAGE).as_ref(),
+            "{offered}"
+        );
+
+        // A package that does not match the published SHA-256 is refused.
+        let refused = probe(tampered).await;
+        assert_eq!(refused["response"]["new_version"], "1.1.0");
+        assert_eq!(
+            refused["download"]["error"], "queue_manager_integrity",
+            "{refused}"
+        );
+
+        // The same version is no update: listed under no_update, nothing offered.
+        let current = probe(same).await;
+        assert!(current["response"].is_null(), "{current}");
+        assert_eq!(current["no_update"]["new_version"], "1.0.0");
+
+        // Deleting the plugin runs uninstall.php: its settings leave the database.
+        let uninstalled = wordpress
+            .run_php(
+                "require_once ABSPATH . 'wp-admin/includes/plugin.php';\n\
+                 deactivate_plugins('queue-manager/queue-manager.php');\n\
+                 uninstall_plugin('queue-manager/queue-manager.php');\n\
+                 echo json_encode(get_option('queue_manager_settings'));",
+                &[],
+            )
+            .await;
+        assert_eq!(uninstalled.trim(), "false", "the settings are deleted");
+    })
+    .await;
+}
