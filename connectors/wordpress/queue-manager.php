@@ -28,8 +28,12 @@ const QUEUE_MANAGER_OPTION = 'queue_manager_settings';
 const QUEUE_MANAGER_TIMEOUT = 2;
 /** The query parameter the waiting page returns a passed visitor with. */
 const QUEUE_MANAGER_TOKEN_PARAM = 'qm_token';
-/** Remembers that the server predates /api/v1 (it answered 404 there), so later checks go to /api/check. */
-const QUEUE_MANAGER_LEGACY_TRANSIENT = 'queue_manager_legacy_check';
+/**
+ * When the server last answered 404 at /api/v1/check (a server older than the prefix): for a
+ * day after, checks go to /api/check. An autoloaded option, created at activation, so reading
+ * it on every page costs no query.
+ */
+const QUEUE_MANAGER_LEGACY_OPTION = 'queue_manager_legacy_check';
 
 define( 'QUEUE_MANAGER_FILE', __FILE__ );
 
@@ -214,7 +218,7 @@ function queue_manager_ask( array $settings, array $params, $key ) {
 		'user-agent'  => 'queue-manager-wordpress/' . QUEUE_MANAGER_VERSION,
 	);
 
-	$legacy = (bool) get_transient( QUEUE_MANAGER_LEGACY_TRANSIENT );
+	$legacy = time() - (int) get_option( QUEUE_MANAGER_LEGACY_OPTION, 0 ) < DAY_IN_SECONDS;
 	$path   = $legacy ? '/api/check' : '/api/v1/check';
 	$answer = wp_remote_get( $settings['server'] . $path . '?' . http_build_query( $query, '', '&', PHP_QUERY_RFC3986 ), $request );
 	if ( is_wp_error( $answer ) ) {
@@ -226,7 +230,7 @@ function queue_manager_ask( array $settings, array $params, $key ) {
 	// A server older than the /api/v1 prefix answers its own 404 (not one of its {error, code}
 	// bodies): ask the unprefixed route, and remember that for a day.
 	if ( ! $legacy && 404 === $status && ! ( is_array( $body ) && isset( $body['code'] ) ) ) {
-		set_transient( QUEUE_MANAGER_LEGACY_TRANSIENT, 1, DAY_IN_SECONDS );
+		update_option( QUEUE_MANAGER_LEGACY_OPTION, time(), true );
 		$answer = wp_remote_get( $settings['server'] . '/api/check?' . http_build_query( $query, '', '&', PHP_QUERY_RFC3986 ), $request );
 		if ( is_wp_error( $answer ) ) {
 			return $answer;
@@ -342,3 +346,9 @@ function queue_manager_door() {
 	}
 }
 add_action( 'template_redirect', 'queue_manager_door', 1 );
+
+/** Creates the autoloaded options the door reads on every page. */
+function queue_manager_activate() {
+	add_option( QUEUE_MANAGER_LEGACY_OPTION, 0, '', 'yes' );
+}
+register_activation_hook( QUEUE_MANAGER_FILE, 'queue_manager_activate' );

@@ -11,5 +11,5 @@ if ( ! defined( 'WP_UNINSTALL_PLUGIN' ) ) {
 
 delete_option( 'queue_manager_settings' );
 delete_transient( 'queue_manager_update' );
-delete_transient( 'queue_manager_legacy_check' );
+delete_option( 'queue_manager_legacy_check' );
 delete_transient( 'queue_manager_logged_down' );

@@ -1,13 +1,20 @@
 //! The WordPress plugin in real WordPress (Debian's package, PHP's built-in server, MariaDB):
 //! the journey every server-side connector carries a visitor through, the fail-closed mode, the
-//! settings screen's install check as an administrator runs it, and the updater's offer from
-//! the registry's `update` answer with the download's SHA-256 checked.
+//! settings screen's install check as an administrator runs it, the updater's offer from the
+//! registry's `update` answer with the download's SHA-256 checked, and the protocol's edges
+//! against a scripted old server (the `/api/check` fallback, a relative waiting page,
+//! `clearToken`).
 
 mod site;
 
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
+use axum::extract::Query;
+use axum::http::HeaderMap;
 use axum::routing::get;
 use futures::FutureExt;
 use qm_tests::process::free_addr;
@@ -468,6 +475,185 @@ async fn wordpress_plugin_offers_the_registry_update_and_checks_its_sha256() {
             )
             .await;
         assert_eq!(uninstalled.trim(), "false", "the settings are deleted");
+    })
+    .await;
+}
+
+/// What the stand-in for an old queue server saw of the door checks that reached it.
+#[derive(Clone, Default)]
+struct OldServer {
+    prefixed: Arc<AtomicUsize>,
+    checks: Arc<Mutex<Vec<Value>>>,
+}
+
+/// A queue server older than the `/api/v1` prefix: `/api/v1/check` is its framework's plain
+/// 404, `/api/check` answers as the contract says: a pass with a key for a token, a dead-key
+/// queue (`clearToken`) for the key `FORGED_KEY`, else a queue to a relative waiting page.
+async fn old_server() -> (String, OldServer) {
+    let seen = OldServer::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the old server");
+    let base = format!("http://{}", listener.local_addr().expect("an address"));
+    let prefixed = seen.prefixed.clone();
+    let checks = seen.checks.clone();
+    let app = Router::new()
+        .route(
+            "/api/v1/check",
+            get(move || async move {
+                prefixed.fetch_add(1, Ordering::SeqCst);
+                (axum::http::StatusCode::NOT_FOUND, "Not Found")
+            }),
+        )
+        .route(
+            "/api/check",
+            get(
+                move |Query(query): Query<HashMap<String, String>>, headers: HeaderMap| async move {
+                    let header = |name: &str| {
+                        headers
+                            .get(name)
+                            .and_then(|value| value.to_str().ok())
+                            .map(str::to_owned)
+                    };
+                    let session = header("x-qm-session");
+                    checks.lock().expect("the check log").push(json!({
+                        "query": query,
+                        "authorization": header("authorization"),
+                        "session": session,
+                    }));
+                    let answer = if query.contains_key("token") {
+                        json!({"action": "pass", "reason": "passed", "sess": NEW_KEY})
+                    } else if session.as_deref() == Some(FORGED_KEY) {
+                        json!({"action": "queue", "reason": "session_ended", "clearToken": true,
+                               "waitingRoomUrl": "/w/launch"})
+                    } else {
+                        json!({"action": "queue", "reason": "no_token", "waitingRoomUrl": "/w/launch"})
+                    };
+                    axum::Json(answer)
+                },
+            ),
+        );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (base, seen)
+}
+
+/// A key the old server says has ended.
+const FORGED_KEY: &str = "forged-key-0123456789";
+/// The key the old server hands out for a token.
+const NEW_KEY: &str = "fresh-key-0123456789abcdef";
+
+#[tokio::test]
+async fn wordpress_plugin_falls_back_to_an_old_server_and_honours_clear_token() {
+    let (server, seen) = old_server().await;
+    let site_addr = free_addr();
+    let site = format!("http://{site_addr}");
+    let wordpress = WordPress::install(
+        &site,
+        PluginSettings {
+            server: &server,
+            room_id: ROOM,
+            api_key: API_KEY,
+        },
+    )
+    .await;
+    let php = wordpress.serve(site_addr, &[]).await;
+
+    with_logs(&wordpress, &[&php], async {
+        // A fresh visitor: /api/v1/check is not there, /api/check is asked, vouched for the
+        // visitor, and its relative waiting page is made absolute against the server.
+        let page = format!("{site}/shop/item?colour=red");
+        let first = journey::visit(&page, None).await;
+        assert_eq!(first.status, 302, "{}", first.body);
+        let waiting = format!(
+            "{server}/w/launch?qm_return={}",
+            url::form_urlencoded::byte_serialize(page.as_bytes())
+                .collect::<String>()
+                .replace('+', "%20")
+        );
+        assert_eq!(first.location.as_deref(), Some(waiting.as_str()));
+        assert_eq!(first.cache_control.as_deref(), Some("no-store"));
+        {
+            let checks = seen.checks.lock().expect("the check log");
+            let check = &checks[0];
+            assert_eq!(check["query"]["roomId"], ROOM);
+            assert_eq!(check["query"]["url"], page.as_str());
+            assert_eq!(check["query"]["ip"], "127.0.0.1");
+            assert_eq!(check["query"]["agent"], "Mozilla/5.0 (journey)");
+            assert!(check["query"].get("key").is_none(), "no key in the URL");
+            assert_eq!(check["authorization"], format!("Bearer {API_KEY}"));
+            assert!(check["session"].is_null());
+        }
+
+        // The next page goes straight to /api/check: the old server is remembered.
+        journey::visit(&format!("{site}/shop/other"), None).await;
+        assert_eq!(
+            seen.prefixed.load(Ordering::SeqCst),
+            1,
+            "asked /api/v1 once"
+        );
+        assert_eq!(seen.checks.lock().expect("the check log").len(), 2);
+
+        // A returned pass: checked with token=, the page URL without qm_token (the other
+        // parameters kept as sent), the key stored, and a 302 to the clean URL.
+        let returned = journey::visit(
+            &format!("{site}/shop/item?a=1&qm_token=tok.sig&b=%20x"),
+            None,
+        )
+        .await;
+        assert_eq!(returned.status, 302);
+        assert_eq!(
+            returned.location.as_deref(),
+            Some(format!("{site}/shop/item?a=1&b=%20x").as_str())
+        );
+        let line = returned
+            .cookie_line(&journey::session_cookie())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            line.starts_with(&format!("qm_dk_{ROOM}={NEW_KEY};")),
+            "{line}"
+        );
+        let lower = line.to_ascii_lowercase();
+        for attribute in ["httponly", "path=/", "samesite=lax"] {
+            assert!(lower.contains(attribute), "{attribute} on {line}");
+        }
+        assert!(!lower.contains("secure"), "no Secure on plain http: {line}");
+        {
+            let checks = seen.checks.lock().expect("the check log");
+            let check = checks.last().expect("a check");
+            assert_eq!(check["query"]["token"], "tok.sig");
+            assert_eq!(
+                check["query"]["url"],
+                format!("{site}/shop/item?a=1&b=%20x")
+            );
+        }
+
+        // A key the server says is dead: sent as X-QM-Session, then dropped (Max-Age=0) as
+        // the visitor is sent to the waiting page.
+        let dead = journey::visit(
+            &format!("{site}/shop/item"),
+            Some(&format!("qm_dk_{ROOM}={FORGED_KEY}")),
+        )
+        .await;
+        assert_eq!(dead.status, 302);
+        assert_eq!(
+            seen.checks
+                .lock()
+                .expect("the check log")
+                .last()
+                .expect("a check")["session"],
+            FORGED_KEY
+        );
+        let expired = dead
+            .cookie_line(&journey::session_cookie())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        assert!(
+            expired.contains("max-age=0"),
+            "the key is dropped: {expired}"
+        );
     })
     .await;
 }
