@@ -1,12 +1,11 @@
 <?php
 /**
  * Plugin Name:       Queue Manager
- * Plugin URI:        https://github.com/queue-manager/queue-manager
  * Description:       Sends visitors of the pages a Queue Manager room protects through its waiting room, and lets them in once the room admits them.
  * Version:           1.0.0
  * Requires at least: 5.6
  * Requires PHP:      7.3
- * License:           MIT
+ * License:           Apache-2.0
  * Text Domain:       queue-manager
  *
  * The door: on every front-end page (never wp-admin, wp-login, REST, cron or AJAX) the plugin

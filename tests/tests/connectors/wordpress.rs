@@ -24,6 +24,42 @@ use sha2::{Digest, Sha256};
 use crate::journey::{self, API_KEY, GHOST_ROOM, ROOM};
 use site::{ADMIN_PASSWORD, PhpServer, PluginSettings, WordPress};
 
+/// The plugin's sources.
+fn plugin_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../connectors/wordpress")
+}
+
+/// The version `connector.json` publishes (what the registry serves and compares).
+fn manifest_version() -> String {
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(plugin_dir().join("connector.json")).expect("connector.json"),
+    )
+    .expect("connector.json is JSON");
+    manifest["version"].as_str().expect("a version").to_owned()
+}
+
+/// The plugin states its version three times (the manifest, the header WordPress reads, the
+/// constant it reports on its install check); a release that bumps one must bump them all.
+#[test]
+fn wordpress_plugin_version_is_the_manifest_version() {
+    let source =
+        std::fs::read_to_string(plugin_dir().join("queue-manager.php")).expect("the plugin");
+    let version = manifest_version();
+    let header = source
+        .lines()
+        .find_map(|line| line.trim_start_matches([' ', '*']).strip_prefix("Version:"))
+        .map(str::trim);
+    assert_eq!(
+        header,
+        Some(version.as_str()),
+        "the plugin header's Version"
+    );
+    assert!(
+        source.contains(&format!("const QUEUE_MANAGER_VERSION = '{version}';")),
+        "QUEUE_MANAGER_VERSION is {version}"
+    );
+}
+
 /// Runs `check`; when it fails, prints what WordPress and its servers logged first.
 async fn with_logs<F: std::future::Future<Output = ()>>(
     wordpress: &WordPress,
@@ -243,7 +279,7 @@ async fn wordpress_settings_screen_runs_the_install_check() {
             connectors
                 .iter()
                 .any(|entry| entry["connector"] == "wordpress"
-                    && entry["version"] == "1.0.0"
+                    && entry["version"] == manifest_version().as_str()
                     && entry["origin"] == site.as_str()),
             "the plugin checked in: {}",
             listed.text
