@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::journey::{self, API_KEY, GHOST_ROOM, ROOM};
+use crate::support::StandInServer;
 use site::{ADMIN_PASSWORD, PhpServer, PluginSettings, WordPress};
 
 /// The plugin's sources.
@@ -58,6 +59,21 @@ fn wordpress_plugin_version_is_the_manifest_version() {
         source.contains(&format!("const QUEUE_MANAGER_VERSION = '{version}';")),
         "QUEUE_MANAGER_VERSION is {version}"
     );
+    // What the updater tells WordPress the plugin needs is what the plugin's header says.
+    let manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(plugin_dir().join("connector.json")).expect("connector.json"),
+    )
+    .expect("connector.json is JSON");
+    for (field, header) in [
+        ("requires", "Requires at least:"),
+        ("requiresPhp", "Requires PHP:"),
+    ] {
+        let stated = source
+            .lines()
+            .find_map(|line| line.trim_start_matches([' ', '*']).strip_prefix(header))
+            .map(str::trim);
+        assert_eq!(stated, manifest[field].as_str(), "{header} is {field}");
+    }
 }
 
 /// Runs `check`; when it fails, prints what WordPress and its servers logged first.
@@ -692,4 +708,198 @@ async fn wordpress_plugin_falls_back_to_an_old_server_and_honours_clear_token() 
         );
     })
     .await;
+}
+
+/// WordPress's own upgrader installs the plugin from the server's registry, as "Upload Plugin"
+/// or WP-CLI would: the zip the gateway serves is downloaded, unpacked into
+/// `wp-content/plugins/queue-manager/` and activated, at the registry's version.
+const INSTALL_FROM_REGISTRY: &str = r#"
+require_once ABSPATH . 'wp-admin/includes/plugin.php';
+require_once ABSPATH . 'wp-admin/includes/file.php';
+require_once ABSPATH . 'wp-admin/includes/class-wp-upgrader.php';
+$plugin = 'queue-manager/queue-manager.php';
+deactivate_plugins($plugin);
+$deleted = delete_plugins(array($plugin));
+// A fresh site has no Queue Manager filters, and lets download_url reach only ports 80, 443
+// and 8080 of its own host: the test's gateway listens on another.
+remove_all_filters('upgrader_pre_download');
+add_filter('http_allowed_safe_ports', function ($ports) { $ports[] = (int) getenv('QM_WP_REGISTRY_PORT'); return $ports; });
+$skin = new Automatic_Upgrader_Skin();
+$installed = (new Plugin_Upgrader($skin))->install(getenv('QM_WP_PACKAGE'));
+$activated = activate_plugin($plugin);
+$data = get_plugin_data(WP_PLUGIN_DIR . '/' . $plugin, false, false);
+$files = array();
+foreach (new RecursiveIteratorIterator(new RecursiveDirectoryIterator(WP_PLUGIN_DIR . '/queue-manager', FilesystemIterator::SKIP_DOTS)) as $file) {
+    $files[] = substr($file->getPathname(), strlen(WP_PLUGIN_DIR . '/queue-manager/'));
+}
+sort($files);
+echo json_encode(array(
+    'deleted' => $deleted === true,
+    'installed' => $installed === true,
+    'messages' => $skin->get_upgrade_messages(),
+    'activated' => !is_wp_error($activated) && is_plugin_active($plugin),
+    'version' => $data['Version'],
+    'files' => $files,
+));
+"#;
+
+#[tokio::test]
+async fn wordpress_installs_the_plugin_from_the_registry_and_sees_no_newer_version() {
+    let app = journey::start_app().await;
+    let site = format!("http://{}", free_addr());
+    let wordpress = WordPress::install(
+        &site,
+        PluginSettings {
+            server: &app.gateway,
+            room_id: ROOM,
+            api_key: API_KEY,
+        },
+    )
+    .await;
+    let listing = app
+        .get(&format!("{}/api/connectors", app.gateway))
+        .await
+        .body;
+    let entry = listing["connectors"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|entry| entry["name"] == "wordpress"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the registry lists the plugin: {listing}"));
+    let version = manifest_version();
+    let package = format!("{}/connectors/wordpress/latest.zip", app.gateway);
+    assert_eq!(entry["download"], package.as_str());
+
+    with_logs(&wordpress, &[], async {
+        // The registry's version is the installed one: listed under no_update, nothing
+        // offered, the details box from the registry, and the served zip matches its SHA-256.
+        let probe = wordpress
+            .run_php(UPDATE_PROBE, &[("QM_WP_SERVER", app.gateway.as_str())])
+            .await;
+        let current: Value = serde_json::from_str(&probe)
+            .unwrap_or_else(|error| panic!("the probe prints JSON ({error}): {probe}"));
+        assert!(current["response"].is_null(), "{current}");
+        assert_eq!(current["no_update"]["new_version"], version.as_str());
+        assert_eq!(current["no_update"]["package"], package.as_str());
+        assert_eq!(current["no_update"]["requires_php"], "7.3");
+        assert_eq!(current["info"]["version"], version.as_str(), "{current}");
+        assert!(
+            current["info"]["sections"]["changelog"]
+                .as_str()
+                .unwrap_or("")
+                .contains("The first release"),
+            "{current}"
+        );
+        let checked = wordpress
+            .run_php(
+                "$file = queue_manager_verify_download(false, getenv('QM_WP_PACKAGE'), null);\n\
+                 echo is_wp_error($file) ? $file->get_error_code() : hash_file('sha256', $file);",
+                &[
+                    ("QM_WP_SERVER", app.gateway.as_str()),
+                    ("QM_WP_PACKAGE", package.as_str()),
+                ],
+            )
+            .await;
+        assert_eq!(checked, entry["sha256"].as_str().expect("sha256"));
+
+        // WordPress's upgrader installs the served zip and the plugin activates from it.
+        let port = url::Url::parse(&app.gateway)
+            .expect("the gateway URL")
+            .port()
+            .expect("a port")
+            .to_string();
+        let printed = wordpress
+            .run_php(
+                INSTALL_FROM_REGISTRY,
+                &[
+                    ("QM_WP_PACKAGE", package.as_str()),
+                    ("QM_WP_REGISTRY_PORT", port.as_str()),
+                ],
+            )
+            .await;
+        let installed: Value = serde_json::from_str(&printed)
+            .unwrap_or_else(|error| panic!("the install prints JSON ({error}): {printed}"));
+        assert_eq!(installed["deleted"], true, "{installed}");
+        assert_eq!(installed["installed"], true, "{installed}");
+        assert_eq!(installed["activated"], true, "{installed}");
+        assert_eq!(installed["version"], version.as_str());
+        assert_eq!(
+            installed["files"],
+            json!([
+                "includes/settings.php",
+                "includes/updates.php",
+                "queue-manager.php",
+                "uninstall.php"
+            ])
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn wordpress_plugin_fails_by_its_mode_when_the_server_answers_badly_or_not_at_all() {
+    // A proxy in front of a dead queue server: 502 with an HTML page to everything.
+    let broken = StandInServer::broken().await;
+    let open_addr = free_addr();
+    let closed_addr = free_addr();
+    let site = format!("http://{open_addr}");
+    let wordpress = WordPress::install(
+        &site,
+        PluginSettings {
+            server: &broken.url,
+            room_id: ROOM,
+            api_key: API_KEY,
+        },
+    )
+    .await;
+    let open = wordpress.serve(open_addr, &[]).await;
+    let closed = wordpress
+        .serve(closed_addr, &[("QM_WP_FAIL_MODE", "closed")])
+        .await;
+    // A server that takes the connection and never answers: the 2 s timeout gives up on it.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the silent server");
+    let silent_url = format!("http://{}", silent.local_addr().expect("an address"));
+    let hung_addr = free_addr();
+    let hung = wordpress
+        .serve(hung_addr, &[("QM_WP_SERVER", silent_url.as_str())])
+        .await;
+
+    with_logs(&wordpress, &[&open, &closed, &hung], async {
+        let served = journey::visit(&format!("{}/shop/item", open.url), None).await;
+        assert!(
+            journey::served(&served, "/shop/item"),
+            "a 502 fails open by default: {} {}",
+            served.status,
+            served.body
+        );
+        assert!(
+            !broken.seen_on("/api/v1/check").is_empty(),
+            "the check reached the broken server"
+        );
+        assert!(
+            broken.seen_on("/api/check").is_empty(),
+            "a 502 is not the old-server 404: no fall back"
+        );
+
+        let refused = journey::visit(&format!("{}/shop/item", closed.url), None).await;
+        assert_eq!(refused.status, 503, "a 502 fails closed when asked to");
+        assert_eq!(refused.cache_control.as_deref(), Some("no-store"));
+        assert!(!refused.body.contains("site page"));
+
+        let started = std::time::Instant::now();
+        let waited = journey::visit(&format!("{}/shop/item", hung.url), None).await;
+        let elapsed = started.elapsed();
+        assert!(
+            journey::served(&waited, "/shop/item"),
+            "a server that never answers fails open"
+        );
+        assert!(
+            elapsed >= std::time::Duration::from_millis(1900)
+                && elapsed < std::time::Duration::from_secs(6),
+            "given up on after the 2 s timeout, took {elapsed:?}"
+        );
+    })
+    .await;
+    drop(silent);
 }
