@@ -111,7 +111,7 @@ async fn ask_door(
     // A proxy cannot pick the pass out of the page's query (nginx has no URL decoding), so
     // the status form finds it there itself when `token=` is not sent.
     let page_token = match query.non_empty("token") {
-        None if status_form => page.as_deref().and_then(check_status::token_in_page),
+        None if status_form => page.as_deref().and_then(crate::return_trip::pass_in),
         _ => None,
     };
     let token_in_request = query.non_empty("token").is_some() || page_token.is_some();

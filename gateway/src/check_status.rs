@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::check::{Checked, DOOR_SESSION_HEADER, answer_body, finish};
 use crate::cookies::door_cookie_name;
+use crate::return_trip::{with_return, without_pass};
 use qm_http::AppError;
 
 /// The headers of the status form.
@@ -52,7 +53,7 @@ pub(crate) fn status_answer(checked: Checked) -> Response {
         None if clear => Some(door_cookie_line(&cookie_name, "", secure, true)),
         None => None,
     };
-    let clean_page = checked.page.as_deref().map(without_token);
+    let clean_page = checked.page.as_deref().map(without_pass);
     // Where the visitor goes instead of the page: the waiting page asking to come back, or
     // the page without the pass once the pass became a door session.
     let location = if action == "queue" {
@@ -133,84 +134,12 @@ fn door_cookie_line(name: &str, key: &str, secure: bool, expire: bool) -> String
     line
 }
 
-/// `page` without its `qm_token` parameter(s), the rest of the query byte for byte.
-fn without_token(page: &str) -> String {
-    let (before_fragment, fragment) = match page.split_once('#') {
-        Some((head, fragment)) => (head, Some(fragment)),
-        None => (page, None),
-    };
-    let mut clean = match before_fragment.split_once('?') {
-        Some((path, query)) => {
-            let kept: Vec<&str> = query
-                .split('&')
-                .filter(|pair| {
-                    let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
-                    !pair.is_empty() && name != "qm_token"
-                })
-                .collect();
-            if kept.is_empty() {
-                path.to_owned()
-            } else {
-                format!("{path}?{}", kept.join("&"))
-            }
-        }
-        None => before_fragment.to_owned(),
-    };
-    if let Some(fragment) = fragment {
-        clean.push('#');
-        clean.push_str(fragment);
-    }
-    clean
-}
-
-/// The `qm_token` parameter of `page`'s query, decoded.
-pub(crate) fn token_in_page(page: &str) -> Option<String> {
-    let before_fragment = page.split('#').next().unwrap_or(page);
-    let (_, query) = before_fragment.split_once('?')?;
-    url::form_urlencoded::parse(query.as_bytes())
-        .find(|(name, value)| name == "qm_token" && !value.is_empty())
-        .map(|(_, value)| value.into_owned())
-}
-
-/// `waiting` with `qm_return=<page>` appended (`&` when it already has a query).
-fn with_return(waiting: &str, page: &str) -> String {
-    let separator = if waiting.contains('?') { '&' } else { '?' };
-    let encoded: String = url::form_urlencoded::byte_serialize(page.as_bytes()).collect();
-    format!("{waiting}{separator}qm_return={encoded}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_status_form_takes_the_pass_out_of_the_page_and_encodes_the_return() {
-        assert_eq!(
-            without_token("https://s.example/a?x=1&qm_token=t.k-n&y=%20#top"),
-            "https://s.example/a?x=1&y=%20#top",
-            "the rest of the query byte for byte, and the fragment"
-        );
-        assert_eq!(
-            without_token("https://s.example/a?qm_token=t"),
-            "https://s.example/a"
-        );
-        assert_eq!(
-            without_token("https://s.example/a?qm_tokens=1&&qm_token"),
-            "https://s.example/a?qm_tokens=1"
-        );
-        assert_eq!(
-            token_in_page("https://s.example/a?x=1&qm_token=a%2Eb#f").as_deref(),
-            Some("a.b")
-        );
-        assert_eq!(token_in_page("https://s.example/a?qm_token=&x=1"), None);
-        assert_eq!(
-            with_return("https://q.example/w/r", "https://s.example/a?x=1&y=2"),
-            "https://q.example/w/r?qm_return=https%3A%2F%2Fs.example%2Fa%3Fx%3D1%26y%3D2"
-        );
-        assert_eq!(
-            with_return("/w/r?lang=th", "http://s.example/"),
-            "/w/r?lang=th&qm_return=http%3A%2F%2Fs.example%2F"
-        );
+    fn the_door_cookie_line_sets_or_expires_the_key() {
         assert_eq!(
             door_cookie_line("qm_dk_r", "k", true, false),
             "qm_dk_r=k; Path=/; HttpOnly; SameSite=Lax; Secure"

@@ -26,6 +26,7 @@ mod protection;
 mod rate_limit;
 mod refresh;
 mod request;
+mod return_trip;
 mod status_body;
 mod status_read;
 mod stream_clock;

@@ -33,6 +33,7 @@ use crate::cookies::{
     LANGUAGE_COOKIE, LANGUAGE_COOKIE_MAX_AGE_SEC, RequestCookies, queue_cookie_name,
 };
 use crate::request::{ClientAddress, QueryParams, is_https};
+use crate::return_trip::{with_pass, with_return};
 use crate::status_body::Branding;
 use crate::status_read::{read_status, status_request};
 
@@ -142,10 +143,7 @@ pub(crate) async fn waiting_page(
 /// `/w/<room>`, with `?qm_return=` when one was asked for.
 pub(crate) fn page_path(room_id: &str, return_url: Option<&str>) -> String {
     match return_url {
-        Some(return_url) => format!(
-            "/w/{room_id}?qm_return={}",
-            url::form_urlencoded::byte_serialize(return_url.as_bytes()).collect::<String>()
-        ),
+        Some(return_url) => with_return(&format!("/w/{room_id}"), return_url),
         None => format!("/w/{room_id}"),
     }
 }
@@ -434,31 +432,6 @@ fn theme_of(branding: &Map<String, Value>) -> Map<String, Value> {
         qm_core::room::is_hex_color(colour).then(|| (property.to_owned(), json!(colour)))
     })
     .collect()
-}
-
-/// `url` with `qm_token=<token>` in its query (replacing any there), before its fragment. The
-/// site's connector runs on another origin and cannot read this host's cookies, so the pass
-/// travels in the URL; the connector's first check spends it into a door session and strips it.
-/// The rest of the query is kept byte for byte (a re-encoding could change what the site reads).
-pub(crate) fn with_pass(url: &str, token: &str) -> String {
-    let (rest, fragment) = match url.find('#') {
-        Some(at) => url.split_at(at),
-        None => (url, ""),
-    };
-    let (base, query) = match rest.find('?') {
-        Some(at) => (&rest[..at], &rest[at + 1..]),
-        None => (rest, ""),
-    };
-    let mut kept: Vec<String> = query
-        .split('&')
-        .filter(|pair| !pair.is_empty() && pair.split('=').next() != Some("qm_token"))
-        .map(str::to_owned)
-        .collect();
-    kept.push(format!(
-        "qm_token={}",
-        url::form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>()
-    ));
-    format!("{base}?{}{fragment}", kept.join("&"))
 }
 
 /// Whether `url` is an http(s) URL whose origin is on the room's return list.

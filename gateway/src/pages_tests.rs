@@ -235,25 +235,6 @@ fn the_way_through_hands_the_pass_back_in_the_return_url() {
 }
 
 #[test]
-fn with_pass_replaces_only_the_pass_and_keeps_the_rest_byte_for_byte() {
-    assert_eq!(
-        with_pass("https://s.example/a", "t.s"),
-        "https://s.example/a?qm_token=t.s"
-    );
-    assert_eq!(
-        with_pass(
-            "https://s.example/a?q=a+b%20c&qm_token=x&qm_tokens=y&",
-            "t.s"
-        ),
-        "https://s.example/a?q=a+b%20c&qm_tokens=y&qm_token=t.s"
-    );
-    assert_eq!(
-        with_pass("https://s.example/a?qm_token#f?g", "t/s"),
-        "https://s.example/a?qm_token=t%2Fs#f?g"
-    );
-}
-
-#[test]
 fn the_server_rendered_way_through_carries_the_pass() {
     let place = waiting(true, true);
     let page = render_page_in(
