@@ -2,6 +2,7 @@
 //! ephemeral loopback ports (`qm_tests::spawn_app`) and speaks HTTP (and, where the engine's own
 //! API is the subject, gRPC) to them.
 
+mod access;
 mod admin_rooms;
 mod burst;
 mod check;
