@@ -162,7 +162,7 @@ impl PgAccess {
     pub(crate) async fn list_operators(&self) -> Result<Vec<Operator>, ApiError> {
         let sql = format!(
             "SELECT {OPERATOR_COLUMNS} FROM operators WHERE revoked_at_ms IS NULL \
-             ORDER BY created_at_ms, id"
+             ORDER BY seq"
         );
         let rows = sqlx::query(&sql)
             .fetch_all(&self.pool)
@@ -238,7 +238,7 @@ impl PgAccess {
     ) -> Result<Vec<MonitorToken>, ApiError> {
         let sql = format!(
             "SELECT {MONITOR_COLUMNS} FROM monitor_tokens WHERE revoked_at_ms IS NULL \
-             AND (expires_at_ms = 0 OR expires_at_ms > $1) ORDER BY created_at_ms, id"
+             AND (expires_at_ms = 0 OR expires_at_ms > $1) ORDER BY seq"
         );
         let rows = sqlx::query(&sql)
             .bind(now_ms)

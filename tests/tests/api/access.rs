@@ -517,3 +517,19 @@ async fn the_durable_trail_refuses_update_delete_and_truncate() {
     assert_eq!(trail.entries.len(), 1);
     assert_eq!(trail.entries[0].action, "room.rate");
 }
+
+#[tokio::test]
+async fn operators_are_listed_in_the_order_they_were_created() {
+    let app = spawn_app().await;
+    let mut engine = app.engine();
+    let mut made = Vec::new();
+    for tag in 1..=12u8 {
+        let name = format!("op {tag}");
+        made.push(
+            create_operator(&mut engine, &name, "viewer", &[tag])
+                .await
+                .expect("created"),
+        );
+    }
+    assert_eq!(operators(&mut engine).await, made);
+}
