@@ -133,6 +133,8 @@ error_codes! {
     InvalidConnector => "invalid_connector", 400;
     // Console charts (GET /api/admin/metrics).
     InvalidRange => "invalid_range", 400;
+    // The audit trail (GET /api/admin/audit).
+    InvalidAuditQuery => "invalid_audit_query", 400;
     // Turn notifications (POST /api/notify).
     InvalidEmail => "invalid_email", 400;
     NotifyDisabled => "notify_disabled", 400;

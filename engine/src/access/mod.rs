@@ -275,7 +275,7 @@ pub(crate) fn audit_query(request: qm_proto::ListAuditRequest) -> Result<AuditQu
         || (request.until_ms != 0 && request.until_ms < request.since_ms)
     {
         return Err(ApiError::new(
-            ErrorCode::InvalidRange,
+            ErrorCode::InvalidAuditQuery,
             "since and until are epoch ms, since not after until",
         ));
     }

@@ -397,7 +397,7 @@ fn the_audit_limit_defaults_to_100_and_stops_at_500() {
         ..ListAuditRequest::default()
     })
     .unwrap_err();
-    assert_eq!(error.code, ErrorCode::InvalidRange);
+    assert_eq!(error.code, ErrorCode::InvalidAuditQuery);
 }
 
 #[tokio::test]

@@ -340,7 +340,7 @@ async fn the_audit_trail_appends_and_lists_newest_first_filtered_and_paged() {
         })
         .await
         .map_err(|status| ApiError::from_status(&status));
-    assert_eq!(code(backwards), ErrorCode::InvalidRange);
+    assert_eq!(code(backwards), ErrorCode::InvalidAuditQuery);
 
     let mut paged = Vec::new();
     let mut before_id = 0;
