@@ -51,7 +51,7 @@ CREATE TABLE audit (
     status     integer NOT NULL
 );
 
-CREATE INDEX audit_room ON audit (room_id, id) WHERE room_id <> '';
+CREATE INDEX audit_room ON audit (room_id, id);
 CREATE INDEX audit_action ON audit (action, id);
 CREATE INDEX audit_actor_id ON audit (actor_id, id);
 CREATE INDEX audit_actor_name ON audit (actor_name, id);

@@ -364,6 +364,28 @@ async fn the_audit_trail_appends_and_lists_newest_first_filtered_and_paged() {
         before_id = page.next_before_id;
     }
     assert_eq!((paged, pages), (newest_first, 3));
+
+    // Paging keeps the filters: one room, two a page.
+    let mut paged = Vec::new();
+    let mut before_id = 0;
+    loop {
+        let page = list_audit(
+            &mut engine,
+            ListAuditRequest {
+                room_id: "odd".to_owned(),
+                limit: 2,
+                before_id,
+                ..ListAuditRequest::default()
+            },
+        )
+        .await;
+        paged.extend(ids(&page));
+        if page.next_before_id == 0 {
+            break;
+        }
+        before_id = page.next_before_id;
+    }
+    assert_eq!(paged, pick(&[11, 9, 7, 5, 3, 1]));
 }
 
 #[tokio::test]
