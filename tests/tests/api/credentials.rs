@@ -742,3 +742,88 @@ async fn an_owner_shuts_the_app_down_cleanly() {
     }
     assert!(stopped, "the admin and the gateway stopped within 10 s");
 }
+
+#[tokio::test]
+async fn a_monitor_stream_is_redacted_and_a_revoked_keys_stream_ends() {
+    let app = spawn_app().await;
+    let room = room_body(
+        "access-s",
+        10,
+        json!({ "proxyOrigin": "http://127.0.0.1:9", "urlPatterns": ["/checkout*"] }),
+    );
+    app.create_room(room).await;
+    let (monitor_id, monitor) = mint_monitor(&app).await;
+    let minted = call(
+        &app,
+        reqwest::Method::POST,
+        "/sse-ticket",
+        &Cred::Bearer(monitor),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(minted.status, 200, "{}", minted.text);
+    let ticket = minted.body["ticket"].as_str().expect("ticket");
+    let request = app
+        .http
+        .get(format!("{}/api/admin/events?ticket={ticket}", app.admin));
+    let mut stream = qm_tests::SseStream::open(request)
+        .await
+        .expect("stream opens");
+    let frame = stream
+        .frame_where(Duration::from_secs(10), |frame| frame.event == "stats")
+        .await
+        .expect("a stats frame");
+    let room = &frame.data["rooms"][0];
+    assert_eq!(room["redacted"], true, "{}", frame.data);
+    assert_eq!(room["proxyOrigin"], Value::Null);
+    assert_eq!(room["urlPatterns"], json!([]));
+    // Revoking the token ends the stream it opened at the next tick.
+    let revoked = call(
+        &app,
+        reqwest::Method::DELETE,
+        &format!("/monitor-token?id={monitor_id}"),
+        &admin_key(),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(revoked.status, 200);
+    assert!(
+        stream.ends_within(Duration::from_secs(6)).await,
+        "the stream ends"
+    );
+
+    // The same for an operator key, on Bearer.
+    let (operator_id, operator) = create_operator(&app, "Sam", "viewer").await;
+    let request = app
+        .http
+        .get(format!("{}/api/admin/events", app.admin))
+        .bearer_auth(&operator);
+    let mut stream = qm_tests::SseStream::open(request)
+        .await
+        .expect("stream opens");
+    let frame = stream
+        .frame_where(Duration::from_secs(10), |frame| frame.event == "stats")
+        .await
+        .expect("a stats frame");
+    assert!(
+        frame.data["rooms"][0].get("redacted").is_none(),
+        "a viewer reads the real room"
+    );
+    let revoked = call(
+        &app,
+        reqwest::Method::DELETE,
+        &format!("/operators/{operator_id}"),
+        &admin_key(),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(revoked.status, 200);
+    assert!(
+        stream.ends_within(Duration::from_secs(6)).await,
+        "the stream ends"
+    );
+    app.stop().await;
+}
