@@ -290,3 +290,41 @@ pub(crate) async fn gate(State(gate): State<Gate>, request: Request, next: Next)
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(method: Method, path: &'static str, action: Option<&'static str>) -> RouteRow {
+        RouteRow {
+            method,
+            path,
+            grant: Grant::Change,
+            action,
+            tickets: false,
+        }
+    }
+
+    #[test]
+    fn the_trail_names_the_route_by_its_pattern() {
+        let rate = row(Method::POST, "/rooms/{id}/rate", Some("room.rate"));
+        assert_eq!(rate.route_name(), "POST /api/admin/rooms/:id/rate");
+    }
+
+    #[test]
+    fn a_change_names_its_room_from_the_path_or_the_document() {
+        let rate = row(Method::POST, "/rooms/{id}/rate", Some("room.rate"));
+        assert_eq!(
+            room_of(&rate, "/api/v1/admin/rooms/shop-1/rate", b"{}"),
+            "shop-1"
+        );
+        let put = row(Method::POST, "/rooms", Some("room.put"));
+        assert_eq!(
+            room_of(&put, "/api/admin/rooms", br#"{"id":"shop-2"}"#),
+            "shop-2"
+        );
+        assert_eq!(room_of(&put, "/api/admin/rooms", b"not json"), "");
+        let operator = row(Method::DELETE, "/operators/{id}", Some("operator.revoke"));
+        assert_eq!(room_of(&operator, "/api/admin/operators/op-1", b""), "");
+    }
+}
