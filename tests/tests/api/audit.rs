@@ -51,7 +51,29 @@ async fn an_operators_rate_change_is_in_the_trail_with_their_name_and_no_secret(
     )
     .await;
     assert_eq!(wrong.status, 401);
-    sign_in(&app, &ann).await;
+    let (_, cookie) = sign_in(&app, &ann).await;
+    let signed_out = call(
+        &app,
+        reqwest::Method::DELETE,
+        "/session",
+        &Cred::Cookie { cookie, csrf: true },
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(signed_out.status, 200);
+    // A change the role does not allow is recorded as tried, with its 403.
+    let (_, viewer_key) = create_operator(&app, "Vic", "viewer").await;
+    let refused = call(
+        &app,
+        reqwest::Method::POST,
+        "/rooms/audit-a/state",
+        &Cred::Bearer(viewer_key),
+        Some(json!({ "state": "paused" })),
+        &[],
+    )
+    .await;
+    assert_eq!(refused.status, 403);
 
     let trail = call(
         &app,
@@ -119,6 +141,20 @@ async fn an_operators_rate_change_is_in_the_trail_with_their_name_and_no_secret(
         .expect("session.sign_in");
     assert_eq!(signed_in["actor"]["name"], "Ann");
     assert_eq!(signed_in["summary"], json!({ "key": "[redacted]" }));
+
+    let signed_out = all
+        .iter()
+        .find(|entry| entry["action"] == "session.sign_out")
+        .expect("session.sign_out");
+    assert_eq!(signed_out["actor"]["name"], "Ann");
+    let tried = all
+        .iter()
+        .find(|entry| entry["action"] == "room.state")
+        .expect("room.state");
+    assert_eq!(
+        (tried["actor"]["name"].clone(), tried["status"].clone()),
+        (json!("Vic"), json!(403))
+    );
 
     // Newest first.
     let ids: Vec<u64> = all
