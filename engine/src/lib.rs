@@ -6,6 +6,8 @@
 //! - [`store`]: the `Store` trait, atomic room-scoped operations; [`memory`] and [`durable`]
 //!   (Valkey + the Postgres journal) implement it.
 //! - `service`: the tonic service over a store; `outflow`: the per-second ticker.
+//! - `access`: operators, monitor tokens (verifiers only) and the audit trail, in memory or in
+//!   Postgres beside the journal; served by `service`, not part of a `Store`.
 //!
 //! [`EngineApp::run`] serves the engine and the standard gRPC health service on a bound
 //! listener until the shutdown future resolves, then ends Watch streams, stops the ticker and
