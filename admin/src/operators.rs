@@ -23,6 +23,7 @@ use crate::auth::Authenticated;
 use crate::extract::ObjectBody;
 use crate::keys::{self, KeyKind};
 use crate::principal::Role;
+use crate::session_routes::is_https;
 use qm_http::AppError;
 
 type Answer = Result<Json<Value>, AppError>;
@@ -129,13 +130,7 @@ fn admin_base(headers: &HeaderMap) -> String {
             host.bytes()
                 .all(|byte| byte.is_ascii_alphanumeric() || b".-:[]".contains(&byte))
         });
-    let scheme = headers
-        .get("x-forwarded-proto")
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.split(',').next())
-        .map(str::trim)
-        .filter(|scheme| scheme.eq_ignore_ascii_case("https"))
-        .map_or("http", |_| "https");
+    let scheme = if is_https(headers) { "https" } else { "http" };
     host.map_or_else(String::new, |host| format!("{scheme}://{host}"))
 }
 

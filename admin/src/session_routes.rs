@@ -20,7 +20,7 @@ use qm_http::AppError;
 
 /// Whether the browser reached us over https, as the proxy in front reports it: the cookie is
 /// then marked Secure (a plain-http loopback console could not send a Secure cookie back).
-fn is_https(headers: &HeaderMap) -> bool {
+pub(crate) fn is_https(headers: &HeaderMap) -> bool {
     headers
         .get("x-forwarded-proto")
         .and_then(|value| value.to_str().ok())
