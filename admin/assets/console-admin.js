@@ -9,7 +9,6 @@ window.QMConsoleAdmin = (() => {
   const { $, $$, api, describe, setStatus, withBusy, localTime } = window.QMConsoleCore;
   const Access = window.QMConsoleAccess;
   const { confirmAction } = window.QMConsoleControls;
-  const { fromLocalInput } = window.QMConsoleForm;
 
   const AUDIT_PAGE = 50;
 
@@ -101,9 +100,11 @@ window.QMConsoleAdmin = (() => {
       const value = form.elements[name].value.trim();
       if (value) params.set(name, value);
     }
+    // The time boxes read in this device's time zone; the API takes epoch milliseconds.
     for (const name of ['since', 'until']) {
-      const ms = fromLocalInput(form.elements[name]);
-      if (typeof ms === 'number') params.set(name, String(ms));
+      const value = form.elements[name].value.trim();
+      const ms = value ? new Date(value).getTime() : NaN;
+      if (Number.isFinite(ms)) params.set(name, String(ms));
     }
     if (before) params.set('before', String(before));
     params.set('limit', String(AUDIT_PAGE));
