@@ -1,8 +1,16 @@
-//! Who is calling. Two credentials today: `Authorization: Bearer <ADMIN_KEY>`, and the console
-//! session cookie `qm_console` (see [`crate::session`]). A request with an Authorization header
-//! is judged on that alone; a request that relies on the cookie must send `X-QM-CSRF` on every
-//! non-GET, because a browser attaches the cookie to a forged cross-site request but no page
-//! elsewhere can add a custom header without a CORS preflight we never grant.
+//! Who is calling. Four credentials: `Authorization: Bearer <ADMIN_KEY>` (the owner), a named
+//! operator key `Bearer qmo_…`, a monitor token `Bearer qmm_…` (see [`crate::keys`]), and the
+//! console session cookie `qm_console` (see [`crate::session`]), which carries whichever of the
+//! three signed it in. A request with an Authorization header is judged on that alone; a request
+//! that relies on the cookie must send `X-QM-CSRF` on every non-GET, because a browser attaches
+//! the cookie to a forged cross-site request but no page elsewhere can add a custom header
+//! without a CORS preflight we never grant.
+//!
+//! An operator key or monitor token is checked in two steps: its signature here (a bad one is a
+//! wrong credential, the engine is not asked), then the engine's FindCredential with its
+//! verifiers (revoked or unknown: not found, a wrong credential). This runs on every request, and
+//! a console session opened by such a key asks again on every request too, so a revocation on any
+//! admin instance ends the key and its sessions at their next request.
 //!
 //! A key is never accepted from a URL: query strings land in access logs and Referer headers, so
 //! a request that carries one is refused with `credential_in_query` even if it also sends a valid
@@ -10,8 +18,9 @@
 //!
 //! A credential that was presented and refused (a wrong key, an unknown console session, a
 //! spent event ticket) is logged at warn with the client address and which kind it was — never
-//! the credential — so repeated guessing shows in the log. A request that presents nothing is
-//! not logged: the console asks who it is before anyone has signed in.
+//! the credential — so repeated guessing shows in the log, and it counts against the address's
+//! lockout (`crate::lockout`). A request that presents nothing is neither: the console asks who
+//! it is before anyone has signed in.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -19,11 +28,15 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use http::request::Parts;
 use http::{Extensions, HeaderMap, Method, Uri};
 use qm_core::{ApiError, ErrorCode};
+use qm_proto::FindCredentialRequest;
+use qm_proto::find_credential_reply::Found;
 use secrecy::ExposeSecret;
 use subtle::ConstantTimeEq;
 
 use crate::AdminState;
-use crate::session::{Principal, console_cookies};
+use crate::keys::{self, KeyKind};
+use crate::principal::{Principal, PrincipalKind, Role};
+use crate::session::{Recheck, console_cookies};
 use qm_http::AppError;
 
 /// Query parameters that look like a credential.
@@ -35,6 +48,7 @@ const CREDENTIAL_PARAMS: &[&str] = &[
     "apiKey",
     "api_key",
     "access_token",
+    "monitor",
 ];
 
 /// The header a cookie-authenticated write must carry.
@@ -45,12 +59,14 @@ pub(crate) const CSRF_HEADER: &str = "x-qm-csrf";
 pub(crate) enum AuthError {
     #[error("credentials are never accepted in the URL; send Authorization: Bearer <key>")]
     CredentialInQuery,
-    #[error("send Authorization: Bearer <ADMIN_KEY>, or sign the console in")]
+    #[error(
+        "send Authorization: Bearer <key> (ADMIN_KEY, an operator key or a monitor token), or sign the console in"
+    )]
     Missing,
     #[error("the credential is not valid")]
     WrongKey,
     #[error(
-        "the console session is not valid (expired, signed out or from another server); sign in again"
+        "the console session is not valid (expired, signed out, revoked or from another server); sign in again"
     )]
     NoSession,
     #[error("a console request that changes something must send the X-QM-CSRF: 1 header")]
@@ -59,6 +75,19 @@ pub(crate) enum AuthError {
     BadTicket,
     #[error("too many event-stream tickets are outstanding; try again shortly")]
     TooManyTickets,
+    /// The engine could not say whether a key is live: not the caller's fault, not counted.
+    #[error("{}", .0.message)]
+    Engine(ApiError),
+}
+
+impl AuthError {
+    /// Whether this refusal is a wrong credential that counts against the lockout.
+    pub(crate) fn counts(&self) -> bool {
+        matches!(
+            self,
+            AuthError::WrongKey | AuthError::NoSession | AuthError::BadTicket
+        )
+    }
 }
 
 impl From<AuthError> for AppError {
@@ -71,6 +100,7 @@ impl From<AuthError> for AppError {
             | AuthError::BadTicket => ErrorCode::Unauthorized,
             AuthError::CsrfRequired => ErrorCode::CsrfRequired,
             AuthError::TooManyTickets => ErrorCode::RateLimited,
+            AuthError::Engine(api) => return AppError(api),
         };
         let api = ApiError::new(code, error.to_string());
         match error {
@@ -80,7 +110,7 @@ impl From<AuthError> for AppError {
     }
 }
 
-/// Which kind of credential a refused request presented, as the log names it.
+/// Which kind of credential a refused request presented, as the log and the audit trail name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PresentedKind {
     /// `Authorization: Bearer ...` on an API call.
@@ -94,7 +124,7 @@ pub(crate) enum PresentedKind {
 }
 
 impl PresentedKind {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PresentedKind::BearerKey => "bearer_key",
             PresentedKind::SignInKey => "sign_in_key",
@@ -103,6 +133,11 @@ impl PresentedKind {
         }
     }
 }
+
+/// Put on a response by a route that judged a credential itself and refused it (the sign-in
+/// form, who-am-I with a dead cookie): the gate counts it against the lockout and records it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RefusedCredential(pub(crate) PresentedKind);
 
 /// The socket peer of a request, when the server recorded it (an in-process router without
 /// connect info has none). Behind a proxy this is the proxy's address.
@@ -124,18 +159,22 @@ pub(crate) fn log_refused(kind: PresentedKind, client: Option<IpAddr>, error: &A
     );
 }
 
-/// Which credential let a request in: an SSE ticket is scoped to the one that minted it.
+/// Which credential let a request in: an SSE ticket is scoped to the one that minted it, and
+/// a stream re-checks it every tick.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Credential {
     AdminKey,
     /// A console session, by id.
     Session(String),
+    /// An operator key or monitor token, by its verifiers (never the key).
+    Key(Recheck),
 }
 
-/// Proof that the request carried a valid admin credential, and whose.
+/// Proof that the request carried a valid admin credential, and whose. Put in the request's
+/// extensions by the gate (`crate::gate`); a route the gate did not let in has none, and the
+/// extractor then refuses (fail closed).
 #[derive(Debug, Clone)]
 pub(crate) struct Authenticated {
-    #[allow(dead_code)] // Read by role checks when operators arrive; logged meanwhile.
     pub(crate) principal: Principal,
     pub(crate) credential: Credential,
 }
@@ -164,9 +203,109 @@ pub(crate) fn has_csrf_header(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.trim() == "1")
 }
 
-/// The whole decision, shared by the extractor and the event stream (which also takes a ticket).
-/// `client` is only for the log line of a refused credential.
-pub(crate) fn authenticate(
+/// Judges a presented key (Bearer value or sign-in form): ADMIN_KEY, an operator key or a
+/// monitor token. Answers the principal and how to re-check it later.
+pub(crate) async fn judge_key(
+    state: &AdminState,
+    presented: &str,
+) -> Result<(Principal, Credential), AuthError> {
+    if presented.is_empty() {
+        return Err(AuthError::WrongKey);
+    }
+    if let Some(kind) = KeyKind::of(presented) {
+        let keyring = &state.config.keyring();
+        if !keys::verify(keyring, kind, presented) {
+            return Err(AuthError::WrongKey);
+        }
+        let recheck = Recheck {
+            kind,
+            verifiers: keys::verifiers(keyring, kind, presented),
+        };
+        return match find(state, &recheck).await.map_err(AuthError::Engine)? {
+            Some(principal) => Ok((principal, Credential::Key(recheck))),
+            None => Err(AuthError::WrongKey),
+        };
+    }
+    let expected = state.config.admin_key().expose_secret().as_bytes();
+    if bool::from(presented.as_bytes().ct_eq(expected)) {
+        Ok((Principal::owner(), Credential::AdminKey))
+    } else {
+        Err(AuthError::WrongKey)
+    }
+}
+
+/// The live operator or monitor token a key's verifiers belong to, asked of the engine.
+pub(crate) async fn find(
+    state: &AdminState,
+    recheck: &Recheck,
+) -> Result<Option<Principal>, ApiError> {
+    let request = FindCredentialRequest {
+        verifiers: recheck.verifiers.clone(),
+    };
+    let reply = state
+        .engine
+        .clone()
+        .find_credential(request)
+        .await?
+        .into_inner();
+    let principal = match reply.found {
+        Some(Found::Operator(operator)) if recheck.kind == KeyKind::Operator => {
+            Role::parse_operator_role(&operator.role).map(|role| Principal {
+                kind: PrincipalKind::Operator,
+                id: operator.id,
+                name: operator.name,
+                role,
+            })
+        }
+        Some(Found::Monitor(token)) if recheck.kind == KeyKind::Monitor => {
+            let expired =
+                token.expires_at_ms != 0 && token.expires_at_ms <= qm_core::clock::now_ms();
+            (!expired).then(|| Principal {
+                kind: PrincipalKind::Monitor,
+                name: if token.label.is_empty() {
+                    "monitor".to_owned()
+                } else {
+                    token.label
+                },
+                id: token.id,
+                role: Role::Monitor,
+            })
+        }
+        _ => None,
+    };
+    Ok(principal)
+}
+
+/// Whether a credential that let a request in earlier still would (an event stream asks every
+/// tick; a ticket asks when it is redeemed).
+pub(crate) async fn still_live(
+    state: &AdminState,
+    credential: &Credential,
+) -> Result<bool, ApiError> {
+    match credential {
+        Credential::AdminKey => Ok(true),
+        Credential::Session(session_id) => {
+            let Some(recheck) = state.sessions.live_recheck(session_id) else {
+                return Ok(false);
+            };
+            match recheck {
+                None => Ok(true),
+                Some(recheck) => {
+                    let live = find(state, &recheck).await?.is_some();
+                    if !live {
+                        state.sessions.revoke(session_id);
+                    }
+                    Ok(live)
+                }
+            }
+        }
+        Credential::Key(recheck) => Ok(find(state, recheck).await?.is_some()),
+    }
+}
+
+/// The whole decision for Bearer and cookie, used by the gate. `client` is only for the log
+/// line of a refused credential.
+pub(crate) async fn authenticate(
     state: &AdminState,
     method: &Method,
     uri: &Uri,
@@ -180,18 +319,18 @@ pub(crate) fn authenticate(
             .to_str()
             .ok()
             .and_then(|value| value.strip_prefix("Bearer "))
-            .map(str::trim);
-        let expected = state.config.admin_key().expose_secret().as_bytes();
-        return match presented {
-            Some(presented) if bool::from(presented.as_bytes().ct_eq(expected)) => {
-                Ok(Authenticated {
-                    principal: Principal::owner(),
-                    credential: Credential::AdminKey,
-                })
-            }
-            _ => {
-                log_refused(PresentedKind::BearerKey, client, &AuthError::WrongKey);
-                Err(AuthError::WrongKey)
+            .map(str::trim)
+            .unwrap_or("");
+        return match judge_key(state, presented).await {
+            Ok((principal, credential)) => Ok(Authenticated {
+                principal,
+                credential,
+            }),
+            Err(error) => {
+                if error.counts() {
+                    log_refused(PresentedKind::BearerKey, client, &error);
+                }
+                Err(error)
             }
         };
     }
@@ -199,20 +338,31 @@ pub(crate) fn authenticate(
     if cookies.is_empty() {
         return Err(AuthError::Missing);
     }
-    let Some((session_id, principal, _)) = cookies
+    let Some(session) = cookies
         .into_iter()
         .find_map(|value| state.sessions.resolve(value))
     else {
         log_refused(PresentedKind::ConsoleSession, client, &AuthError::NoSession);
         return Err(AuthError::NoSession);
     };
+    if let Some(recheck) = &session.recheck
+        && find(state, recheck)
+            .await
+            .map_err(AuthError::Engine)?
+            .is_none()
+    {
+        // The key that signed this console in was revoked: the session ends with it.
+        state.sessions.revoke(&session.id);
+        log_refused(PresentedKind::ConsoleSession, client, &AuthError::NoSession);
+        return Err(AuthError::NoSession);
+    }
     let safe = *method == Method::GET || *method == Method::HEAD;
     if !safe && !has_csrf_header(headers) {
         return Err(AuthError::CsrfRequired);
     }
     Ok(Authenticated {
-        principal,
-        credential: Credential::Session(session_id),
+        principal: session.principal,
+        credential: Credential::Session(session.id),
     })
 }
 
@@ -221,14 +371,16 @@ impl FromRequestParts<AdminState> for Authenticated {
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &AdminState,
+        _state: &AdminState,
     ) -> Result<Self, Self::Rejection> {
-        Ok(authenticate(
-            state,
-            &parts.method,
-            &parts.uri,
-            &parts.headers,
-            peer_of(&parts.extensions),
-        )?)
+        parts
+            .extensions
+            .get::<Authenticated>()
+            .cloned()
+            .ok_or_else(|| {
+                AppError(ApiError::internal(
+                    "this route has no row in the grants table, so nobody is let in",
+                ))
+            })
     }
 }

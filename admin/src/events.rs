@@ -18,26 +18,23 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::Stream;
-use http::{Extensions, HeaderMap, Method, Uri};
 use qm_core::ApiError;
 use qm_core::shutdown::stopped;
 use qm_proto::{ListRoomsRequest, StatsRequest};
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::AdminState;
-use crate::auth::{
-    AuthError, Authenticated, Credential, PresentedKind, authenticate, log_refused, peer_of,
-};
+use crate::auth::{AuthError, Authenticated, Credential, still_live};
 use crate::frames::{FrameSequence, Sparkline, totals};
-use crate::rooms::parse_rooms;
+use crate::principal::{Principal, Role};
+use crate::rooms::{parse_rooms, redact_room};
 use qm_http::AppError;
 
 /// How long a ticket may wait to be redeemed.
@@ -50,6 +47,7 @@ const MAX_TICKETS: usize = 10_000;
 #[derive(Debug, Clone)]
 struct Ticket {
     credential: Credential,
+    principal: Principal,
     expires_at: Instant,
 }
 
@@ -67,7 +65,7 @@ impl TicketStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(crate) fn mint(&self, credential: Credential) -> Result<String, AuthError> {
+    pub(crate) fn mint(&self, caller: Authenticated) -> Result<String, AuthError> {
         let now = Instant::now();
         let mut tickets = self.lock();
         tickets.retain(|_, ticket| ticket.expires_at > now);
@@ -78,7 +76,8 @@ impl TicketStore {
         tickets.insert(
             ticket.clone(),
             Ticket {
-                credential,
+                credential: caller.credential,
+                principal: caller.principal,
                 expires_at: now + TICKET_TTL,
             },
         );
@@ -86,9 +85,12 @@ impl TicketStore {
     }
 
     /// Spends a ticket: it is gone after this call whatever the answer.
-    pub(crate) fn redeem(&self, ticket: &str) -> Option<Credential> {
+    pub(crate) fn redeem(&self, ticket: &str) -> Option<Authenticated> {
         let spent = self.lock().remove(ticket)?;
-        (spent.expires_at > Instant::now()).then_some(spent.credential)
+        (spent.expires_at > Instant::now()).then_some(Authenticated {
+            credential: spent.credential,
+            principal: spent.principal,
+        })
     }
 }
 
@@ -97,7 +99,7 @@ pub(crate) async fn mint_ticket(
     caller: Authenticated,
     State(state): State<AdminState>,
 ) -> Response {
-    match state.tickets.mint(caller.credential) {
+    match state.tickets.mint(caller) {
         Ok(ticket) => {
             Json(json!({ "ticket": ticket, "expiresInSec": TICKET_TTL.as_secs() })).into_response()
         }
@@ -105,50 +107,38 @@ pub(crate) async fn mint_ticket(
     }
 }
 
-#[derive(Debug, Deserialize)]
-pub(crate) struct EventsQuery {
-    ticket: Option<String>,
-}
-
-/// GET /api/admin/events.
-pub(crate) async fn events(
-    State(state): State<AdminState>,
-    Query(query): Query<EventsQuery>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    extensions: Extensions,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, AppError> {
-    let client = peer_of(&extensions);
-    let credential = match query.ticket.as_deref() {
-        Some(ticket) => {
-            let live = state
-                .tickets
-                .redeem(ticket)
-                .filter(|credential| credential_is_live(&state, credential));
-            let Some(credential) = live else {
-                log_refused(PresentedKind::EventTicket, client, &AuthError::BadTicket);
-                return Err(AuthError::BadTicket.into());
-            };
-            credential
-        }
-        None => authenticate(&state, &method, &uri, &headers, client)?.credential,
+/// The caller an event-stream ticket names: spent here whatever the answer, and refused if the
+/// credential that minted it is no longer live (a signed-out console, a revoked key).
+pub(crate) async fn redeem_ticket(
+    state: &AdminState,
+    ticket: &str,
+) -> Result<Authenticated, AuthError> {
+    let Some(caller) = state.tickets.redeem(ticket) else {
+        return Err(AuthError::BadTicket);
     };
-    Ok(Sse::new(frame_stream(state, credential)))
+    if still_live(state, &caller.credential)
+        .await
+        .map_err(AuthError::Engine)?
+    {
+        Ok(caller)
+    } else {
+        Err(AuthError::BadTicket)
+    }
 }
 
-/// A console session can be revoked (signed out) while its stream is open; the key cannot.
-fn credential_is_live(state: &AdminState, credential: &Credential) -> bool {
-    match credential {
-        Credential::Session(session_id) => state.sessions.is_live(session_id),
-        Credential::AdminKey => true,
-    }
+/// GET /api/admin/events: the gate let the caller in (Bearer, cookie or a ticket).
+pub(crate) async fn events(
+    caller: Authenticated,
+    State(state): State<AdminState>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    Sse::new(frame_stream(state, caller))
 }
 
 struct Cursor {
     state: AdminState,
-    /// Who opened the stream: checked every tick, so a signed-out console stops being fed.
-    credential: Credential,
+    /// Who opened the stream: checked every tick, so a signed-out console or a revoked key
+    /// stops being fed; a monitor principal is sent redacted rooms.
+    caller: Authenticated,
     sequence: FrameSequence,
     sparkline: Sparkline,
     interval: tokio::time::Interval,
@@ -157,14 +147,14 @@ struct Cursor {
 
 fn frame_stream(
     state: AdminState,
-    credential: Credential,
+    caller: Authenticated,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let mut interval = tokio::time::interval(TICK);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let cursor = Cursor {
         shutdown: state.shutdown.clone(),
         state,
-        credential,
+        caller,
         sequence: FrameSequence::default(),
         sparkline: Sparkline::default(),
         interval,
@@ -177,11 +167,16 @@ fn frame_stream(
             _ = cursor.interval.tick() => {}
             () = stopped(&mut cursor.shutdown) => return None,
         }
-        if !credential_is_live(&cursor.state, &cursor.credential) {
+        // A tick the engine cannot answer keeps the stream (the frame says so); a credential
+        // found revoked ends it.
+        if let Ok(false) = still_live(&cursor.state, &cursor.caller.credential).await {
             return None;
         }
         let event = match read_engine(&cursor.state).await {
-            Ok((rooms, stats)) => {
+            Ok((mut rooms, stats)) => {
+                if cursor.caller.principal.role == Role::Monitor {
+                    rooms.iter_mut().for_each(redact_room);
+                }
                 let now = qm_core::clock::now_ms();
                 let totals = totals(&rooms);
                 cursor.sparkline.push(now, &totals);
@@ -222,19 +217,27 @@ mod tests {
     #[test]
     fn a_ticket_is_spent_on_first_use() {
         let store = TicketStore::default();
-        let ticket = store.mint(Credential::AdminKey).expect("minted");
-        assert_eq!(store.redeem(&ticket), Some(Credential::AdminKey));
-        assert_eq!(store.redeem(&ticket), None);
-        assert_eq!(store.redeem("never-minted"), None);
+        let ticket = store.mint(owner()).expect("minted");
+        let caller = store.redeem(&ticket).expect("redeemed once");
+        assert_eq!(caller.credential, Credential::AdminKey);
+        assert!(store.redeem(&ticket).is_none());
+        assert!(store.redeem("never-minted").is_none());
     }
 
     #[test]
     fn an_expired_ticket_is_refused() {
         let store = TicketStore::default();
-        let ticket = store.mint(Credential::AdminKey).expect("minted");
+        let ticket = store.mint(owner()).expect("minted");
         if let Some(entry) = store.lock().get_mut(&ticket) {
             entry.expires_at = Instant::now() - Duration::from_millis(1);
         }
-        assert_eq!(store.redeem(&ticket), None);
+        assert!(store.redeem(&ticket).is_none());
+    }
+
+    fn owner() -> Authenticated {
+        Authenticated {
+            principal: Principal::owner(),
+            credential: Credential::AdminKey,
+        }
     }
 }

@@ -1,16 +1,27 @@
 //! The admin process: the operator API under `/api/admin/*` (also `/api/v1/admin/*`), its
 //! readiness, and the console page (`/` and its assets, see `console`). It holds no queue
-//! state: every action is one engine call. Its only memory is the console's sessions and
-//! event-stream tickets (a restart signs out).
+//! state: every action is one engine call. It signs and verifies every admin credential
+//! (`auth`, `keys`); the engine keeps the operators, monitor tokens and audit trail as
+//! one-way verifiers and entries. Its only memory is the console's sessions, event-stream
+//! tickets and the per-address count of wrong credentials (a restart signs out and forgets).
+//!
+//! Who may do what is one table (`routes`), each row enforced by one gate (`gate`): lockout,
+//! credential, role, audit.
 
+mod audit;
 mod auth;
 mod connectors;
 mod console;
 mod events;
 mod extract;
 mod frames;
+mod gate;
 mod health;
+mod keys;
+mod lockout;
 mod metrics;
+mod operators;
+mod principal;
 mod rooms;
 mod routes;
 mod session;
@@ -20,14 +31,17 @@ mod visitors;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Router;
 use qm_core::config::Config;
+use qm_core::shutdown::Shutdown;
 use qm_proto::EngineClient;
 use tokio::sync::watch;
 use tonic::transport::Channel;
 
 pub use qm_http::AppError;
+pub use routes::grants;
 
 /// Cheap handles shared by every handler.
 #[derive(Clone)]
@@ -42,6 +56,12 @@ pub(crate) struct AdminState {
     pub(crate) tickets: Arc<events::TicketStore>,
     /// Turns true when the process stops: open event streams end on it.
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// Wrong credentials per client address (ADMIN_AUTH_FAIL_PER_MIN), this process only.
+    pub(crate) failures: Arc<lockout::AuthFailures>,
+    /// Set by `POST /api/admin/shutdown`: the process stops serving as if signalled.
+    pub(crate) stop: Shutdown,
+    /// When this process started, for the shutdown answer's `uptimeSec`.
+    pub(crate) started_at: Instant,
 }
 
 /// Readiness: answered even on a connection shed past MAX_CONNECTIONS (the spec's health
@@ -61,6 +81,9 @@ impl AdminApp {
             state: AdminState {
                 sessions: Arc::new(session::SessionStore::from_config(&config)),
                 tickets: Arc::new(events::TicketStore::default()),
+                failures: Arc::new(lockout::AuthFailures::from_config(&config)),
+                stop: Shutdown::new(),
+                started_at: Instant::now(),
                 config,
                 engine,
                 engine_health,
@@ -75,8 +98,9 @@ impl AdminApp {
         routes::router(self.state.clone())
     }
 
-    /// Serves until `shutdown` resolves, then drains open requests for at most
-    /// SHUTDOWN_DRAIN_SEC.
+    /// Serves until `shutdown` resolves or an owner asks it to stop (`POST
+    /// /api/admin/shutdown`), then drains open requests for at most SHUTDOWN_DRAIN_SEC. Stopping
+    /// on request returns like any other stop, and the process running it stops the rest.
     pub async fn run(
         self,
         listener: tokio::net::TcpListener,
@@ -84,6 +108,13 @@ impl AdminApp {
     ) -> std::io::Result<()> {
         let options = qm_http::ServeOptions::from_config(&self.state.config, HEALTH_PATHS);
         let router = self.router();
-        qm_http::serve(listener, router, shutdown, self.stopping, options).await
+        let requested = self.state.stop.wait();
+        let either = async move {
+            tokio::select! {
+                () = shutdown => {}
+                () = requested => {}
+            }
+        };
+        qm_http::serve(listener, router, either, self.stopping, options).await
     }
 }

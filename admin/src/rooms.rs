@@ -6,8 +6,8 @@
 //! ([`RoomTarget`]), read the body ([`ObjectBody`]), make one engine call, and answer its reply
 //! — a change answers `{ok: true, ..., room}` through [`changed`].
 
-use axum::Json;
 use axum::extract::State;
+use axum::{Extension, Json};
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{
     EjectRequest, FlushRequest, ListRoomsRequest, PutRoomRequest, RoomRef, ScheduleRequest,
@@ -16,8 +16,10 @@ use qm_proto::{
 use serde_json::{Map, Value, json};
 
 use crate::AdminState;
+use crate::audit::AuditNote;
 use crate::auth::Authenticated;
 use crate::extract::{ObjectBody, RoomTarget};
+use crate::principal::Role;
 use qm_http::AppError;
 
 type Answer = Result<Json<Value>, AppError>;
@@ -45,10 +47,38 @@ fn changed<const N: usize>(room_json: &str, fields: [(&str, Value); N]) -> Answe
     Ok(Json(Value::Object(answer)))
 }
 
+/// What a room read through a monitor credential hides: the internal address, the origin
+/// allowlists and the URL rules, blanked, and `redacted: true` so posting the body back is
+/// refused (`redacted_shape`) instead of wiping them.
+pub(crate) fn redact_room(room: &mut Value) {
+    let Some(fields) = room.as_object_mut() else {
+        return;
+    };
+    fields.insert("proxyOrigin".to_owned(), Value::Null);
+    for list in ["returnOrigins", "tagOrigins", "urlPatterns"] {
+        fields.insert(list.to_owned(), json!([]));
+    }
+    fields.insert("redacted".to_owned(), Value::Bool(true));
+}
+
+/// A room as `caller` may read it.
+fn room_for(caller: &Authenticated, room_json: &str) -> Result<Value, ApiError> {
+    let mut room = parse_room(room_json)?;
+    if caller.principal.role == Role::Monitor {
+        redact_room(&mut room);
+    }
+    Ok(room)
+}
+
 /// GET /rooms.
-pub(crate) async fn list_rooms(_: Authenticated, State(state): State<AdminState>) -> Answer {
+pub(crate) async fn list_rooms(caller: Authenticated, State(state): State<AdminState>) -> Answer {
     let reply = state.engine.clone().list_rooms(ListRoomsRequest {}).await?;
-    let rooms = parse_rooms(&reply.into_inner().room_json)?;
+    let rooms = reply
+        .into_inner()
+        .room_json
+        .iter()
+        .map(|room| room_for(&caller, room))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Json(json!({ "rooms": rooms })))
 }
 
@@ -57,18 +87,26 @@ pub(crate) async fn put_room(
     _: Authenticated,
     State(state): State<AdminState>,
     ObjectBody(body): ObjectBody,
-) -> Answer {
+) -> Result<(Extension<AuditNote>, Json<Value>), AppError> {
     let body_json = body.to_string();
     let request = PutRoomRequest { body_json };
     let reply = state.engine.clone().put_room(request).await?.into_inner();
-    changed(&reply.room_json, [("created", json!(reply.created))])
+    let action = if reply.created {
+        "room.create"
+    } else {
+        "room.update"
+    };
+    let answer = changed(&reply.room_json, [("created", json!(reply.created))])?;
+    Ok((Extension(AuditNote::action(action)), answer))
 }
 
 /// GET /rooms/:id.
-pub(crate) async fn get_room(mut room: RoomTarget) -> Answer {
+pub(crate) async fn get_room(caller: Authenticated, mut room: RoomTarget) -> Answer {
     let request = RoomRef { room_id: room.id };
     let reply = room.engine.get_room(request).await?.into_inner();
-    Ok(Json(json!({ "room": parse_room(&reply.room_json)? })))
+    Ok(Json(
+        json!({ "room": room_for(&caller, &reply.room_json)? }),
+    ))
 }
 
 /// DELETE /rooms/:id.

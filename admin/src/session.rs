@@ -20,6 +20,9 @@ use http::HeaderMap;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
+use crate::keys::KeyKind;
+use crate::principal::Principal;
+
 /// The console cookie's name.
 pub(crate) const COOKIE_NAME: &str = "qm_console";
 /// How long a console stays signed in.
@@ -32,26 +35,27 @@ const MAX_SESSIONS: usize = 10_000;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Who a credential speaks for. Only ADMIN_KEY exists today, so every principal is the owner;
-/// named operators and their roles arrive with their own issue.
+/// How a session opened by an operator key or monitor token is re-checked with the engine: the
+/// key's verifiers (never the key) and which kind it was. A session opened by ADMIN_KEY has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Principal {
-    pub(crate) name: String,
-    pub(crate) role: &'static str,
+pub(crate) struct Recheck {
+    pub(crate) kind: KeyKind,
+    pub(crate) verifiers: Vec<Vec<u8>>,
 }
 
-impl Principal {
-    pub(crate) fn owner() -> Principal {
-        Principal {
-            name: "owner".to_owned(),
-            role: "owner",
-        }
-    }
+/// A live session as a request sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionView {
+    pub(crate) id: String,
+    pub(crate) principal: Principal,
+    pub(crate) left: Duration,
+    pub(crate) recheck: Option<Recheck>,
 }
 
 #[derive(Debug, Clone)]
 struct Session {
     principal: Principal,
+    recheck: Option<Recheck>,
     expires_at: Instant,
 }
 
@@ -98,7 +102,7 @@ impl SessionStore {
     }
 
     /// Opens a session for `principal`; answers the cookie value (`<id>.<signature>`).
-    pub(crate) fn open(&self, principal: Principal) -> String {
+    pub(crate) fn open(&self, principal: Principal, recheck: Option<Recheck>) -> String {
         let session_id = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
         let value = format!(
             "{session_id}.{}",
@@ -119,6 +123,7 @@ impl SessionStore {
             session_id,
             Session {
                 principal,
+                recheck,
                 expires_at: now + SESSION_TTL,
             },
         );
@@ -126,7 +131,7 @@ impl SessionStore {
     }
 
     /// The session a cookie value names, if its signature verifies and it is still live.
-    pub(crate) fn resolve(&self, cookie_value: &str) -> Option<(String, Principal, Duration)> {
+    pub(crate) fn resolve(&self, cookie_value: &str) -> Option<SessionView> {
         let (session_id, signature) = cookie_value.split_once('.')?;
         let presented = URL_SAFE_NO_PAD.decode(signature).ok()?;
         if !bool::from(presented.ct_eq(&self.signature(session_id))) {
@@ -136,15 +141,28 @@ impl SessionStore {
         let sessions = self.lock();
         let session = sessions.get(session_id)?;
         let left = session.expires_at.checked_duration_since(now)?;
-        Some((session_id.to_owned(), session.principal.clone(), left))
+        Some(SessionView {
+            id: session_id.to_owned(),
+            principal: session.principal.clone(),
+            left,
+            recheck: session.recheck.clone(),
+        })
     }
 
     /// Whether a session id is still live (an SSE ticket minted by a session dies with it).
+    #[cfg(test)]
     pub(crate) fn is_live(&self, session_id: &str) -> bool {
+        self.live_recheck(session_id).is_some()
+    }
+
+    /// A live session's re-check (`Some(None)`: opened by ADMIN_KEY); `None` when the session
+    /// is gone or expired.
+    pub(crate) fn live_recheck(&self, session_id: &str) -> Option<Option<Recheck>> {
         let now = Instant::now();
         self.lock()
             .get(session_id)
-            .is_some_and(|session| session.expires_at > now)
+            .filter(|session| session.expires_at > now)
+            .map(|session| session.recheck.clone())
     }
 
     /// Ends a session; answers whether there was one.
@@ -174,10 +192,7 @@ pub(crate) fn console_cookies(headers: &HeaderMap) -> Vec<&str> {
 const CONSOLE_COOKIES_TRIED: usize = 4;
 
 /// The first live session among the request's console cookies.
-pub(crate) fn session_of(
-    sessions: &SessionStore,
-    headers: &HeaderMap,
-) -> Option<(String, Principal, Duration)> {
+pub(crate) fn session_of(sessions: &SessionStore, headers: &HeaderMap) -> Option<SessionView> {
     console_cookies(headers)
         .into_iter()
         .find_map(|value| sessions.resolve(value))
@@ -192,9 +207,10 @@ mod tests {
     #[test]
     fn a_reference_resolves_until_revoked() {
         let store = SessionStore::new([7; 32]);
-        let cookie = store.open(Principal::owner());
-        let (session_id, principal, left) = store.resolve(&cookie).expect("live session");
-        assert_eq!(principal, Principal::owner());
+        let cookie = store.open(Principal::owner(), None);
+        let view = store.resolve(&cookie).expect("live session");
+        let (session_id, left) = (view.id, view.left);
+        assert_eq!(view.principal, Principal::owner());
         assert!(left <= SESSION_TTL && left > SESSION_TTL - Duration::from_secs(5));
         assert!(store.is_live(&session_id));
         assert!(store.revoke(&session_id));
@@ -209,7 +225,7 @@ mod tests {
     fn a_forged_or_foreign_reference_is_refused() {
         let store = SessionStore::new([7; 32]);
         let other = SessionStore::new([8; 32]);
-        let cookie = store.open(Principal::owner());
+        let cookie = store.open(Principal::owner(), None);
         assert!(other.resolve(&cookie).is_none());
         let (session_id, _) = cookie.split_once('.').expect("id.signature");
         assert!(store.resolve(session_id).is_none());

@@ -7,15 +7,15 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::header::{CACHE_CONTROL, SET_COOKIE};
 use http::{Extensions, HeaderMap, HeaderValue, Uri};
-use secrecy::ExposeSecret;
 use serde_json::{Value, json};
-use subtle::ConstantTimeEq;
 
 use crate::AdminState;
+use crate::audit::AuditNote;
 use crate::auth::{
-    AuthError, PresentedKind, has_csrf_header, log_refused, peer_of, refuse_query_credential,
+    AuthError, Credential, PresentedKind, RefusedCredential, has_csrf_header, judge_key,
+    log_refused, peer_of, refuse_query_credential, still_live,
 };
-use crate::session::{COOKIE_NAME, Principal, SESSION_TTL, console_cookies, session_of};
+use crate::session::{COOKIE_NAME, SESSION_TTL, console_cookies, session_of};
 use qm_http::AppError;
 
 /// Whether the browser reached us over https, as the proxy in front reports it: the cookie is
@@ -47,7 +47,16 @@ fn no_store(mut response: Response) -> Response {
     response
 }
 
-/// POST /api/admin/session `{key}`: signs the browser in.
+/// A refusal of a credential the route judged itself: the gate counts it against the lockout
+/// and records it in the audit trail.
+fn refused(kind: PresentedKind, error: AuthError) -> Response {
+    let mut response = AppError::from(error).into_response();
+    response.extensions_mut().insert(RefusedCredential(kind));
+    response
+}
+
+/// POST /api/admin/session `{key}`: signs the browser in with ADMIN_KEY, an operator key or a
+/// monitor token; the session carries that principal.
 pub(crate) async fn sign_in(
     State(state): State<AdminState>,
     uri: Uri,
@@ -62,26 +71,34 @@ pub(crate) async fn sign_in(
         return Err(AuthError::CsrfRequired.into());
     }
     let Json(body) = body?;
-    let presented = body.get("key").and_then(Value::as_str).unwrap_or("");
-    let expected = state.config.admin_key().expose_secret().as_bytes();
-    if presented.is_empty() || !bool::from(presented.as_bytes().ct_eq(expected)) {
-        let client = peer_of(&extensions);
-        log_refused(PresentedKind::SignInKey, client, &AuthError::WrongKey);
-        return Err(AuthError::WrongKey.into());
-    }
-    let principal = Principal::owner();
-    let cookie = state.sessions.open(principal.clone());
+    let presented = body.get("key").and_then(Value::as_str).unwrap_or("").trim();
+    let (principal, credential) = match judge_key(&state, presented).await {
+        Ok(judged) => judged,
+        Err(error) if error.counts() => {
+            log_refused(PresentedKind::SignInKey, peer_of(&extensions), &error);
+            return Ok(refused(PresentedKind::SignInKey, error));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let recheck = match credential {
+        Credential::Key(recheck) => Some(recheck),
+        Credential::AdminKey | Credential::Session(_) => None,
+    };
+    let cookie = state.sessions.open(principal.clone(), recheck);
     let mut response = Json(json!({
         "ok": true,
         "name": principal.name,
-        "role": principal.role,
+        "role": principal.role.as_str(),
         "expiresInSec": SESSION_TTL.as_secs(),
     }))
     .into_response();
     if let Some(value) = cookie_header(&cookie, SESSION_TTL.as_secs(), is_https(&headers)) {
         response.headers_mut().insert(SET_COOKIE, value);
     }
-    tracing::info!(name = %principal.name, role = principal.role, "console signed in");
+    tracing::info!(name = %principal.name, role = principal.role.as_str(), "console signed in");
+    response
+        .extensions_mut()
+        .insert(AuditNote::actor(principal));
     Ok(no_store(response))
 }
 
@@ -95,9 +112,11 @@ pub(crate) async fn sign_out(
     }
     // Every session the browser presents ends, even past the first; signing out is idempotent.
     let mut revoked = false;
+    let mut who = None;
     for value in console_cookies(&headers) {
-        if let Some((session_id, _, _)) = state.sessions.resolve(value) {
-            revoked |= state.sessions.revoke(&session_id);
+        if let Some(session) = state.sessions.resolve(value) {
+            revoked |= state.sessions.revoke(&session.id);
+            who.get_or_insert(session.principal);
         }
     }
     let mut response = Json(json!({ "ok": true, "revoked": revoked })).into_response();
@@ -107,31 +126,48 @@ pub(crate) async fn sign_out(
     if revoked {
         tracing::info!("console signed out");
     }
+    if let Some(principal) = who {
+        response
+            .extensions_mut()
+            .insert(AuditNote::actor(principal));
+    }
     Ok(no_store(response))
 }
 
 /// Who the console cookie speaks for: lets the console page decide between its sign-in form
-/// and its dashboard without trying a real call first.
+/// and its dashboard without trying a real call first. A session opened by an operator key or
+/// monitor token is re-checked with the engine here too.
 pub(crate) async fn who(
     State(state): State<AdminState>,
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Result<Response, AppError> {
-    let Some((_, principal, left)) = session_of(&state.sessions, &headers) else {
+    let Some(session) = session_of(&state.sessions, &headers) else {
         // Asking with no cookie is how a console learns it must sign in; only a cookie that
         // does not resolve is a refused credential.
         if !console_cookies(&headers).is_empty() {
             let client = peer_of(&extensions);
             log_refused(PresentedKind::ConsoleSession, client, &AuthError::NoSession);
+            return Ok(refused(PresentedKind::ConsoleSession, AuthError::NoSession));
         }
         return Err(AuthError::NoSession.into());
     };
+    let credential = Credential::Session(session.id.clone());
+    if !still_live(&state, &credential).await? {
+        log_refused(
+            PresentedKind::ConsoleSession,
+            peer_of(&extensions),
+            &AuthError::NoSession,
+        );
+        return Ok(refused(PresentedKind::ConsoleSession, AuthError::NoSession));
+    }
+    let principal = session.principal;
     Ok(no_store(
         Json(json!({
             "ok": true,
             "name": principal.name,
-            "role": principal.role,
-            "expiresInSec": left.as_secs(),
+            "role": principal.role.as_str(),
+            "expiresInSec": session.left.as_secs(),
         }))
         .into_response(),
     ))
@@ -140,12 +176,13 @@ pub(crate) async fn who(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::principal::Principal;
     use crate::session::SessionStore;
 
     #[test]
     fn the_cookie_never_contains_the_key_and_has_its_attributes() {
         let store = SessionStore::new([7; 32]);
-        let cookie = store.open(Principal::owner());
+        let cookie = store.open(Principal::owner(), None);
         assert!(!cookie.contains("admin"));
         let header = cookie_header(&cookie, 43_200, true).expect("header");
         let text = header.to_str().expect("ascii");

@@ -83,6 +83,14 @@ error_codes! {
     InsufficientRole => "insufficient_role", 403;
     TooManyAuthFailures => "too_many_auth_failures", 429;
     CsrfRequired => "csrf_required", 403;
+    // Operators and monitor tokens (GET/POST/DELETE /api/admin/operators, /api/admin/monitor-token).
+    InvalidRole => "invalid_role", 400;
+    InvalidOperatorName => "invalid_operator_name", 400;
+    OperatorExists => "operator_exists", 409;
+    OperatorNotFound => "operator_not_found", 404;
+    InvalidLabel => "invalid_label", 400;
+    InvalidExpiry => "invalid_expiry", 400;
+    MonitorTokenNotFound => "monitor_token_not_found", 404;
     // Room documents and operator actions.
     UnknownField => "unknown_field", 400;
     ConflictingField => "conflicting_field", 400;
@@ -125,6 +133,8 @@ error_codes! {
     InvalidConnector => "invalid_connector", 400;
     // Console charts (GET /api/admin/metrics).
     InvalidRange => "invalid_range", 400;
+    // The audit trail (GET /api/admin/audit).
+    InvalidAuditQuery => "invalid_audit_query", 400;
     // Turn notifications (POST /api/notify).
     InvalidEmail => "invalid_email", 400;
     NotifyDisabled => "notify_disabled", 400;

@@ -11,6 +11,7 @@
 //! listener until the shutdown future resolves, then ends Watch streams, stops the ticker and
 //! drains within `SHUTDOWN_DRAIN_SEC`.
 
+mod access;
 mod check_ins;
 mod credential;
 pub mod domain;
@@ -77,6 +78,8 @@ pub struct EngineApp {
     notifier: Option<Arc<Notifier>>,
     /// ENGINE_TLS_CERT and ENGINE_TLS_KEY, read: the port serves TLS with them.
     tls: Option<ServerTlsConfig>,
+    /// Operators, monitor tokens and the audit trail.
+    access: Arc<access::Access>,
 }
 
 /// Reads one of the engine's TLS files, naming its variable when it cannot.
@@ -117,11 +120,13 @@ impl EngineApp {
             true => Some(Arc::new(Notifier::new(&config, store.clone(), pg_pool)?)),
             false => None,
         };
+        let access = Arc::new(access::Access::memory());
         Ok(EngineApp {
             config,
             store,
             notifier,
             tls,
+            access,
         })
     }
 
@@ -175,6 +180,7 @@ impl EngineApp {
             EngineService::new(self.store.clone(), self.config.prequeue_max, stop.clone())
                 .with_notifier(self.notifier.clone())
                 .with_history(history)
+                .with_access(self.access.clone())
                 .with_keyring(&self.config.keyring()),
             RequireCredential::new(self.config.engine_credential().expose_secret()),
         );

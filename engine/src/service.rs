@@ -9,7 +9,15 @@ use futures::Stream;
 use qm_core::room::RoomState;
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::engine::engine_server::Engine;
+use qm_proto::engine::find_credential_reply;
 use qm_proto::engine::{claim, place_reply, place_status};
+use qm_proto::{
+    AppendAuditReply, AuditEntry, CreateMonitorTokenRequest, CreateOperatorRequest,
+    FindCredentialReply, FindCredentialRequest, ListAuditReply, ListAuditRequest,
+    ListMonitorTokensReply, ListMonitorTokensRequest, ListOperatorsReply, ListOperatorsRequest,
+    RevokeMonitorTokensReply, RevokeMonitorTokensRequest, RevokeOperatorReply,
+    RevokeOperatorRequest,
+};
 use qm_proto::{
     CheckInReply, CheckInRequest, CheckInsReply, CheckReply, CheckRequest, ConnectorCheckIn,
     DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest, HistoryReply, HistoryRequest,
@@ -22,6 +30,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
+use crate::access::{Access, Credential, monitor_token_to_wire, operator_to_wire};
 use crate::check_ins::CheckIns;
 use crate::domain::{
     Claim, ClaimedPlace, DoorInput, JoinRequest, LookupKeys, PlaceAnswer, PlaceStatus,
@@ -52,6 +61,8 @@ pub(crate) struct EngineService {
     targeting_counters: Arc<TargetingCounters>,
     /// Connectors that ran an install check, for the console.
     check_ins: Arc<CheckIns>,
+    /// Operators, monitor tokens and the audit trail.
+    access: Arc<Access>,
 }
 
 impl EngineService {
@@ -72,6 +83,7 @@ impl EngineService {
             }),
             targeting_counters: Arc::default(),
             check_ins: Arc::default(),
+            access: Arc::new(Access::memory()),
         }
     }
 
@@ -92,6 +104,11 @@ impl EngineService {
 
     pub(crate) fn with_history(mut self, history: Arc<History>) -> EngineService {
         self.history = history;
+        self
+    }
+
+    pub(crate) fn with_access(mut self, access: Arc<Access>) -> EngineService {
+        self.access = access;
         self
     }
 
@@ -568,5 +585,101 @@ impl Engine for EngineService {
             })
             .collect();
         Ok(Response::new(CheckInsReply { room_id, check_ins }))
+    }
+
+    async fn create_operator(
+        &self,
+        request: Request<CreateOperatorRequest>,
+    ) -> Reply<qm_proto::Operator> {
+        let new = crate::access::new_operator(request.into_inner())?;
+        let operator = self.access.create_operator(new).await?;
+        Ok(Response::new(operator_to_wire(operator)))
+    }
+
+    async fn list_operators(
+        &self,
+        _request: Request<ListOperatorsRequest>,
+    ) -> Reply<ListOperatorsReply> {
+        let operators = self.access.list_operators().await?;
+        Ok(Response::new(ListOperatorsReply {
+            operators: operators.into_iter().map(operator_to_wire).collect(),
+        }))
+    }
+
+    async fn revoke_operator(
+        &self,
+        request: Request<RevokeOperatorRequest>,
+    ) -> Reply<RevokeOperatorReply> {
+        let operator = self
+            .access
+            .revoke_operator(&request.into_inner().id)
+            .await?;
+        Ok(Response::new(RevokeOperatorReply {
+            operator: Some(operator_to_wire(operator)),
+        }))
+    }
+
+    async fn create_monitor_token(
+        &self,
+        request: Request<CreateMonitorTokenRequest>,
+    ) -> Reply<qm_proto::MonitorToken> {
+        let new = crate::access::new_monitor_token(request.into_inner(), qm_core::clock::now_ms())?;
+        let token = self.access.create_monitor_token(new).await?;
+        Ok(Response::new(monitor_token_to_wire(token)))
+    }
+
+    async fn list_monitor_tokens(
+        &self,
+        _request: Request<ListMonitorTokensRequest>,
+    ) -> Reply<ListMonitorTokensReply> {
+        let tokens = self.access.list_monitor_tokens().await?;
+        Ok(Response::new(ListMonitorTokensReply {
+            tokens: tokens.into_iter().map(monitor_token_to_wire).collect(),
+        }))
+    }
+
+    async fn revoke_monitor_tokens(
+        &self,
+        request: Request<RevokeMonitorTokensRequest>,
+    ) -> Reply<RevokeMonitorTokensReply> {
+        let request = request.into_inner();
+        let revoked = self
+            .access
+            .revoke_monitor_tokens(&request.id, request.all)
+            .await?;
+        Ok(Response::new(RevokeMonitorTokensReply { revoked }))
+    }
+
+    async fn find_credential(
+        &self,
+        request: Request<FindCredentialRequest>,
+    ) -> Reply<FindCredentialReply> {
+        let found = self
+            .access
+            .find_credential(&request.into_inner().verifiers)
+            .await?
+            .map(|credential| match credential {
+                Credential::Operator(operator) => {
+                    find_credential_reply::Found::Operator(operator_to_wire(operator))
+                }
+                Credential::Monitor(token) => {
+                    find_credential_reply::Found::Monitor(monitor_token_to_wire(token))
+                }
+            });
+        Ok(Response::new(FindCredentialReply { found }))
+    }
+
+    async fn append_audit(&self, request: Request<AuditEntry>) -> Reply<AppendAuditReply> {
+        let id = self.access.append_audit(request.into_inner()).await?;
+        Ok(Response::new(AppendAuditReply { id }))
+    }
+
+    async fn list_audit(&self, request: Request<ListAuditRequest>) -> Reply<ListAuditReply> {
+        let query = crate::access::audit_query(request.into_inner())?;
+        let page = self.access.list_audit(&query).await?;
+        Ok(Response::new(ListAuditReply {
+            entries: page.entries,
+            next_before_id: page.next_before_id,
+        }))
     }
 }

@@ -5,6 +5,7 @@
 //! content-hashed assets (their names and the answer that caches them forever).
 
 mod asset;
+mod client_address;
 mod error;
 mod gate;
 mod guard;
@@ -13,6 +14,7 @@ mod serve;
 mod validators;
 
 pub use asset::{CSS_CONTENT_TYPE, HashedAsset, JS_CONTENT_TYPE, content_hash, immutable_asset};
+pub use client_address::client_address;
 pub use error::{AppError, method_not_allowed, not_found};
 pub use options::ServeOptions;
 pub use serve::serve;

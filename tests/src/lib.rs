@@ -100,6 +100,7 @@ pub fn test_env() -> HashMap<String, String> {
         ("STATUS_LIMIT_PER_MIN", "100000000"),
         ("PAGE_LIMIT_PER_MIN", "100000000"),
         ("STREAM_OPEN_LIMIT_PER_MIN", "100000000"),
+        ("ADMIN_AUTH_FAIL_PER_MIN", "100000"),
         ("SHUTDOWN_DRAIN_SEC", "2"),
     ]
     .into_iter()

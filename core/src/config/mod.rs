@@ -137,6 +137,12 @@ pub struct Config {
     pub queue_cookie_max_age_sec: u64,
     admin_key: SecretString,
     public_api_key: Option<SecretString>,
+    /// Wrong admin credentials one client address may present within ADMIN_AUTH_LOCKOUT_SEC
+    /// before it is locked out (counted per admin process).
+    pub admin_auth_fail_per_min: u32,
+    /// The window failures are counted over, and how long a lockout lasts after the failure
+    /// that caused it ages out (60: the spec's "per minute").
+    pub admin_auth_lockout_sec: u64,
     pub join_limit_per_min: u32,
     /// Door checks a minute per client address (CHECK_LIMIT_PER_MIN); a vouched check counts
     /// against the vouched address, not the connector calling for it.

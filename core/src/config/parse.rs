@@ -104,6 +104,8 @@ impl Config {
             queue_cookie_max_age_sec: values.number("QUEUE_COOKIE_MAX_AGE_SEC")?,
             admin_key: SecretString::from(admin_key),
             public_api_key: values.text("PUBLIC_API_KEY")?.map(SecretString::from),
+            admin_auth_fail_per_min: values.number("ADMIN_AUTH_FAIL_PER_MIN")?,
+            admin_auth_lockout_sec: values.number("ADMIN_AUTH_LOCKOUT_SEC")?,
             join_limit_per_min: values.number("JOIN_LIMIT_PER_MIN")?,
             check_limit_per_min: values.number("CHECK_LIMIT_PER_MIN")?,
             sse_max_total: values.number("SSE_MAX_TOTAL")?,

@@ -373,6 +373,27 @@ pub static VARIABLES: &[Variable] = &[
         warning: None,
     },
     Variable {
+        name: "ADMIN_AUTH_FAIL_PER_MIN",
+        default: Fallback::Value("10"),
+        rule: Rule::Number {
+            min: 1,
+            max: 100_000,
+        },
+        secret: false,
+        read_by: &[Admin],
+        shown: Shown::Value(|config| json!(config.admin_auth_fail_per_min)),
+        warning: None,
+    },
+    Variable {
+        name: "ADMIN_AUTH_LOCKOUT_SEC",
+        default: Fallback::Value("60"),
+        rule: Rule::Number { min: 1, max: 3600 },
+        secret: false,
+        read_by: &[Admin],
+        shown: Shown::Value(|config| json!(config.admin_auth_lockout_sec)),
+        warning: None,
+    },
+    Variable {
         name: "JOIN_LIMIT_PER_MIN",
         default: Fallback::Value("120"),
         rule: Rule::Number {

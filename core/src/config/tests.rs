@@ -417,6 +417,8 @@ fn every_variable_set() -> HashMap<&'static str, &'static str> {
         ("QUEUE_COOKIE_MAX_AGE_SEC", "7200"),
         ("ADMIN_KEY", "the-admin-key-value"),
         ("PUBLIC_API_KEY", "the-public-api-key"),
+        ("ADMIN_AUTH_FAIL_PER_MIN", "26"),
+        ("ADMIN_AUTH_LOCKOUT_SEC", "27"),
         ("JOIN_LIMIT_PER_MIN", "11"),
         ("CHECK_LIMIT_PER_MIN", "12"),
         ("SSE_MAX_TOTAL", "13"),
@@ -470,6 +472,13 @@ fn every_variable_of_the_table_reaches_the_config() {
     assert_eq!(
         (config.join_limit_per_min, config.check_limit_per_min),
         (11, 12)
+    );
+    assert_eq!(
+        (
+            config.admin_auth_fail_per_min,
+            config.admin_auth_lockout_sec
+        ),
+        (26, 27)
     );
     assert_eq!(
         (

@@ -503,4 +503,67 @@ impl Engine for FakeEngine {
     ) -> Result<Response<CheckInsReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
+
+    async fn create_operator(
+        &self,
+        _: Request<qm_proto::CreateOperatorRequest>,
+    ) -> Result<Response<qm_proto::Operator>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn list_operators(
+        &self,
+        _: Request<qm_proto::ListOperatorsRequest>,
+    ) -> Result<Response<qm_proto::ListOperatorsReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn revoke_operator(
+        &self,
+        _: Request<qm_proto::RevokeOperatorRequest>,
+    ) -> Result<Response<qm_proto::RevokeOperatorReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn create_monitor_token(
+        &self,
+        _: Request<qm_proto::CreateMonitorTokenRequest>,
+    ) -> Result<Response<qm_proto::MonitorToken>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn list_monitor_tokens(
+        &self,
+        _: Request<qm_proto::ListMonitorTokensRequest>,
+    ) -> Result<Response<qm_proto::ListMonitorTokensReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn revoke_monitor_tokens(
+        &self,
+        _: Request<qm_proto::RevokeMonitorTokensRequest>,
+    ) -> Result<Response<qm_proto::RevokeMonitorTokensReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn find_credential(
+        &self,
+        _: Request<qm_proto::FindCredentialRequest>,
+    ) -> Result<Response<qm_proto::FindCredentialReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn append_audit(
+        &self,
+        _: Request<qm_proto::AuditEntry>,
+    ) -> Result<Response<qm_proto::AppendAuditReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn list_audit(
+        &self,
+        _: Request<qm_proto::ListAuditRequest>,
+    ) -> Result<Response<qm_proto::ListAuditReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }

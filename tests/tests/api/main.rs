@@ -2,7 +2,9 @@
 //! ephemeral loopback ports (`qm_tests::spawn_app`) and speaks HTTP (and, where the engine's own
 //! API is the subject, gRPC) to them.
 
+mod access;
 mod admin_rooms;
+mod audit;
 mod burst;
 mod check;
 mod check_status;
@@ -12,6 +14,7 @@ mod docs_pages;
 mod door;
 mod drop;
 mod events;
+mod grants;
 mod health;
 mod identity;
 mod inline;
