@@ -18,6 +18,8 @@ window.QMConsoleAdmin = (() => {
   let page = 'rooms';
 
   function showPage(name, focus) {
+    // A key or link shown once does not wait on a page nobody is looking at.
+    if (page === 'access' && name !== 'access') forgetShownSecrets();
     page = name;
     for (const button of $$('#console-nav button')) {
       if (button.dataset.page === name) button.setAttribute('aria-current', 'page');
@@ -29,6 +31,13 @@ window.QMConsoleAdmin = (() => {
     if (name === 'audit') loadAudit(false);
     if (name === 'access') loadAccess();
     if (focus) $('#' + name + '-heading').focus();
+  }
+
+  function forgetShownSecrets() {
+    for (const [box, input] of [['#operator-key-box', '#operator-key'], ['#link-box', '#link-url']]) {
+      $(input).value = '';
+      $(box).hidden = true;
+    }
   }
 
   function currentPage() {

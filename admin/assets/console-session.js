@@ -208,5 +208,12 @@ window.QMConsoleSession = (() => {
     }
   }
 
+  // A share link opened in a tab already showing the console changes only the fragment, which
+  // reloads nothing: the page notices and signs in with it the same way.
+  window.addEventListener('hashchange', () => {
+    const token = takeMonitorToken();
+    if (token) openSharedView(token);
+  });
+
   return { signIn, signOut, boot };
 })();
