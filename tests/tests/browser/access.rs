@@ -2,9 +2,9 @@
 //! every control it may not use stays on the page, marked `aria-disabled`, described by the
 //! reason (the role it needs) and showing that reason in a tooltip on keyboard focus, and a
 //! click on it changes nothing; an operator changes a rate and the audit page shows the change
-//! under their name; an owner creates an operator and a share link in the console, and the
-//! link opens a read-only view of the rooms with their redacted fields saying so and no
-//! controls at all. Each runs axe-core and saves screenshots.
+//! under their name; an owner creates an operator and a share link in the console and revokes
+//! the operator after a confirm, and the link opens a read-only view of the rooms with their
+//! redacted fields saying so and no controls at all. Each runs axe-core and saves screenshots.
 
 use qm_tests::browser::{Browser, PHONE, run};
 use qm_tests::{TestApp, room_body, spawn_app};
@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 
 use crate::console::{
-    assert_no_console_errors_but, click, sign_in, type_into, wait_console, wait_text,
+    assert_no_console_errors_but, click, sign_in, type_into, wait_console, wait_open, wait_text,
 };
 
 /// Creates an operator through the API as the owner; answers its key.
@@ -259,6 +259,16 @@ async fn the_monitor_link_opens_a_read_only_view_with_redacted_rooms() {
             .unwrap_or_else(|| panic!("the token rides in the fragment: {link}"));
         assert!(token.starts_with("qmm_"), "{link}");
         browser.screenshot("console-access-1280x800").await;
+        // Revoking asks first; confirmed, the operator is gone from the list and the server.
+        click(&browser, "#operators-rows button").await;
+        wait_open(&browser, "#confirm", true).await;
+        click(&browser, "#confirm button[value=confirm]").await;
+        wait_text(&browser, "#console-status", "the revoked operator", |text| {
+            text == "The key of Olu is revoked."
+        })
+        .await;
+        let operators = app.admin_call(Method::GET, "/operators", None).await;
+        assert_eq!(operators.body["operators"], json!([]), "{}", operators.text);
         browser.assert_accessible("the operators and share links page").await;
         click(&browser, "#signout").await;
         wait_console(&browser, "signed-out").await;
