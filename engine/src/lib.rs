@@ -116,11 +116,11 @@ impl EngineApp {
             }
         };
         let tls = server_tls(&config)?;
+        let access = Arc::new(access::Access::new(pg_pool.clone()));
         let notifier = match config.email_notify {
             true => Some(Arc::new(Notifier::new(&config, store.clone(), pg_pool)?)),
             false => None,
         };
-        let access = Arc::new(access::Access::memory());
         Ok(EngineApp {
             config,
             store,

@@ -19,11 +19,16 @@
 //! on every lookup, so a revocation holds on every engine at once and survives restarts.
 
 mod memory;
+mod pg;
+#[cfg(test)]
+mod tests;
 
 use qm_core::{ApiError, ErrorCode};
 use rand::RngCore;
+use sqlx::PgPool;
 
 pub(crate) use self::memory::MemoryAccess;
+pub(crate) use self::pg::PgAccess;
 
 /// Longest operator name and monitor token label, in characters.
 pub(crate) const MAX_NAME_CHARS: usize = 64;
@@ -298,6 +303,7 @@ pub(crate) fn new_id(prefix: &str) -> String {
 /// The access store of this engine: memory, or Postgres beside the durable journal.
 pub(crate) enum Access {
     Memory(MemoryAccess),
+    Pg(PgAccess),
 }
 
 impl Access {
@@ -306,22 +312,33 @@ impl Access {
         Access::Memory(MemoryAccess::default())
     }
 
+    /// In Postgres when the durable store's pool is given, else in memory.
+    pub(crate) fn new(pg_pool: Option<PgPool>) -> Access {
+        match pg_pool {
+            Some(pool) => Access::Pg(PgAccess::new(pool)),
+            None => Access::memory(),
+        }
+    }
+
     pub(crate) async fn create_operator(&self, new: NewOperator) -> Result<Operator, ApiError> {
         let now = qm_core::clock::now_ms();
         match self {
             Access::Memory(memory) => memory.create_operator(new, now),
+            Access::Pg(pg) => pg.create_operator(new, now).await,
         }
     }
 
     pub(crate) async fn list_operators(&self) -> Result<Vec<Operator>, ApiError> {
         match self {
             Access::Memory(memory) => Ok(memory.list_operators()),
+            Access::Pg(pg) => pg.list_operators().await,
         }
     }
 
     pub(crate) async fn revoke_operator(&self, id: &str) -> Result<Operator, ApiError> {
         match self {
             Access::Memory(memory) => memory.revoke_operator(id),
+            Access::Pg(pg) => pg.revoke_operator(id, qm_core::clock::now_ms()).await,
         }
     }
 
@@ -332,6 +349,7 @@ impl Access {
         let now = qm_core::clock::now_ms();
         match self {
             Access::Memory(memory) => memory.create_monitor_token(new, now),
+            Access::Pg(pg) => pg.create_monitor_token(new, now).await,
         }
     }
 
@@ -339,6 +357,7 @@ impl Access {
         let now = qm_core::clock::now_ms();
         match self {
             Access::Memory(memory) => Ok(memory.list_monitor_tokens(now)),
+            Access::Pg(pg) => pg.list_monitor_tokens(now).await,
         }
     }
 
@@ -354,6 +373,7 @@ impl Access {
         let target = (!all).then_some(id);
         match self {
             Access::Memory(memory) => memory.revoke_monitor_tokens(target, now),
+            Access::Pg(pg) => pg.revoke_monitor_tokens(target, now).await,
         }
     }
 
@@ -369,6 +389,7 @@ impl Access {
         let now = qm_core::clock::now_ms();
         match self {
             Access::Memory(memory) => Ok(memory.find_credential(verifiers, now)),
+            Access::Pg(pg) => pg.find_credential(verifiers, now).await,
         }
     }
 
@@ -383,12 +404,14 @@ impl Access {
         }
         match self {
             Access::Memory(memory) => Ok(memory.append_audit(entry)),
+            Access::Pg(pg) => pg.append_audit(entry).await,
         }
     }
 
     pub(crate) async fn list_audit(&self, query: &AuditQuery) -> Result<AuditPage, ApiError> {
         match self {
             Access::Memory(memory) => Ok(memory.list_audit(query)),
+            Access::Pg(pg) => pg.list_audit(query).await,
         }
     }
 }

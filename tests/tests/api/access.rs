@@ -1,743 +1,519 @@
-//! Who may do what, end to end: operator keys and monitor tokens as credentials (Bearer and the
-//! console sign-in), their revocation on the next request, the lockout
-//! (ADMIN_AUTH_FAIL_PER_MIN), redacted reads through a monitor token, and the owner's shutdown.
-//! The route-by-route matrix is `grants.rs`; the trail is `audit.rs`.
+//! Operators, monitor tokens and the audit trail through the engine's gRPC API, on the store
+//! `QM_TEST_STORE` names (memory or Valkey + Postgres), and what an engine restart keeps: all
+//! of it on the durable store, none of it on the memory store.
 
-use std::time::Duration;
+use qm_core::{ApiError, ErrorCode};
+use qm_proto::engine::find_credential_reply::Found;
+use qm_proto::{
+    AuditEntry, CreateMonitorTokenRequest, CreateOperatorRequest, EngineClient,
+    FindCredentialRequest, ListAuditRequest, ListMonitorTokensRequest, ListOperatorsRequest,
+    RevokeMonitorTokensRequest, RevokeOperatorRequest,
+};
+use qm_tests::servers::ValkeyOptions;
+use qm_tests::{Backing, spawn_app, spawn_app_on, spawn_app_with};
 
-use qm_tests::{Reply, TEST_ADMIN_KEY, TestApp, room_body, spawn_app, spawn_app_with};
-use serde_json::{Value, json};
-
-/// How a test request presents itself.
-#[derive(Debug, Clone)]
-pub(crate) enum Cred {
-    None,
-    Bearer(String),
-    /// A console cookie, with or without the X-QM-CSRF header.
-    Cookie {
-        cookie: String,
-        csrf: bool,
-    },
+fn verifier(tag: u8) -> Vec<u8> {
+    vec![tag; 32]
 }
 
-/// `method` on `/api/admin<path>` with `cred`, an optional JSON body and extra headers. The
-/// event stream's body is not read (it never ends): its status and headers are the answer.
-pub(crate) async fn call(
-    app: &TestApp,
-    method: reqwest::Method,
-    path: &str,
-    cred: &Cred,
-    body: Option<Value>,
-    headers: &[(&str, &str)],
-) -> Reply {
-    let mut request = app
-        .http
-        .request(method, format!("{}/api/admin{path}", app.admin));
-    match cred {
-        Cred::None => {}
-        Cred::Bearer(key) => request = request.bearer_auth(key),
-        Cred::Cookie { cookie, csrf } => {
-            request = request.header(reqwest::header::COOKIE, cookie);
-            if *csrf {
-                request = request.header("X-QM-CSRF", "1");
-            }
-        }
-    }
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = tokio::time::timeout(Duration::from_secs(20), request.send())
+fn code<T: std::fmt::Debug>(result: Result<T, ApiError>) -> ErrorCode {
+    result.expect_err("refused").code
+}
+
+async fn create_operator(
+    engine: &mut EngineClient,
+    name: &str,
+    role: &str,
+    tags: &[u8],
+) -> Result<qm_proto::Operator, ApiError> {
+    engine
+        .create_operator(CreateOperatorRequest {
+            name: name.to_owned(),
+            role: role.to_owned(),
+            verifiers: tags.iter().copied().map(verifier).collect(),
+            created_by: "owner".to_owned(),
+        })
         .await
-        .expect("answered in time")
-        .expect("request reaches the server");
-    let is_stream = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"));
-    let status = response.status().as_u16();
-    let response_headers = response.headers().clone();
-    let text = if is_stream {
-        String::new()
-    } else {
-        response.text().await.unwrap_or_default()
-    };
-    Reply {
-        status,
-        headers: response_headers,
-        body: serde_json::from_str(&text).unwrap_or(Value::Null),
-        text,
+        .map(|reply| reply.into_inner())
+        .map_err(|status| ApiError::from_status(&status))
+}
+
+async fn find(engine: &mut EngineClient, tags: &[u8]) -> Option<Found> {
+    engine
+        .find_credential(FindCredentialRequest {
+            verifiers: tags.iter().copied().map(verifier).collect(),
+        })
+        .await
+        .expect("find answers")
+        .into_inner()
+        .found
+}
+
+async fn operators(engine: &mut EngineClient) -> Vec<qm_proto::Operator> {
+    engine
+        .list_operators(ListOperatorsRequest {})
+        .await
+        .expect("list answers")
+        .into_inner()
+        .operators
+}
+
+async fn monitor_tokens(engine: &mut EngineClient) -> Vec<qm_proto::MonitorToken> {
+    engine
+        .list_monitor_tokens(ListMonitorTokensRequest {})
+        .await
+        .expect("list answers")
+        .into_inner()
+        .tokens
+}
+
+async fn create_monitor(
+    engine: &mut EngineClient,
+    label: &str,
+    tag: u8,
+    expires_at_ms: i64,
+) -> Result<qm_proto::MonitorToken, ApiError> {
+    engine
+        .create_monitor_token(CreateMonitorTokenRequest {
+            label: label.to_owned(),
+            verifiers: vec![verifier(tag)],
+            created_by: "ann".to_owned(),
+            expires_at_ms,
+        })
+        .await
+        .map(|reply| reply.into_inner())
+        .map_err(|status| ApiError::from_status(&status))
+}
+
+fn audit(action: &str, room_id: &str, actor: &str, at_ms: i64) -> AuditEntry {
+    AuditEntry {
+        at_ms,
+        actor_kind: "operator".to_owned(),
+        actor_id: format!("op_{actor}"),
+        actor_name: actor.to_owned(),
+        action: action.to_owned(),
+        room_id: room_id.to_owned(),
+        route: "POST /api/admin/rooms/:id/rate".to_owned(),
+        summary: r#"{"ratePerMinute":60}"#.to_owned(),
+        client: "192.0.2.7".to_owned(),
+        status: 200,
+        ..AuditEntry::default()
     }
 }
 
-pub(crate) fn admin_key() -> Cred {
-    Cred::Bearer(TEST_ADMIN_KEY.to_owned())
+async fn append(engine: &mut EngineClient, entry: AuditEntry) -> u64 {
+    engine
+        .append_audit(entry)
+        .await
+        .expect("append answers")
+        .into_inner()
+        .id
 }
 
-/// Creates an operator with ADMIN_KEY; answers its id and key.
-pub(crate) async fn create_operator(app: &TestApp, name: &str, role: &str) -> (String, String) {
-    let reply = call(
-        app,
-        reqwest::Method::POST,
-        "/operators",
-        &admin_key(),
-        Some(json!({ "name": name, "role": role })),
-        &[],
-    )
-    .await;
-    assert_eq!(reply.status, 200, "create operator: {}", reply.text);
-    let id = reply.body["operator"]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let key = reply.body["key"].as_str().expect("key").to_owned();
-    assert!(key.starts_with("qmo_"), "{key}");
-    assert_eq!(reply.body["operator"]["role"], role);
-    (id, key)
+async fn list_audit(
+    engine: &mut EngineClient,
+    request: ListAuditRequest,
+) -> qm_proto::ListAuditReply {
+    engine
+        .list_audit(request)
+        .await
+        .expect("list answers")
+        .into_inner()
 }
 
-/// Mints a monitor token with ADMIN_KEY; answers its id and token.
-pub(crate) async fn mint_monitor(app: &TestApp) -> (String, String) {
-    let reply = call(
-        app,
-        reqwest::Method::POST,
-        "/monitor-token",
-        &admin_key(),
-        Some(json!({ "label": "wall screen" })),
-        &[],
-    )
-    .await;
-    assert_eq!(reply.status, 200, "mint monitor token: {}", reply.text);
-    let token = reply.body["token"].as_str().expect("token").to_owned();
-    assert!(token.starts_with("qmm_"), "{token}");
-    let id = reply.body["id"].as_str().expect("id").to_owned();
-    (id, token)
-}
-
-/// Signs a console in with `key`; answers the reply and the Cookie header.
-pub(crate) async fn sign_in(app: &TestApp, key: &str) -> (Reply, String) {
-    let reply = call(
-        app,
-        reqwest::Method::POST,
-        "/session",
-        &Cred::None,
-        Some(json!({ "key": key })),
-        &[("X-QM-CSRF", "1")],
-    )
-    .await;
-    assert_eq!(reply.status, 200, "sign in: {}", reply.text);
-    let value = reply.cookie("qm_console").expect("qm_console is set");
-    (reply, format!("qm_console={value}"))
+fn ids(reply: &qm_proto::ListAuditReply) -> Vec<u64> {
+    reply.entries.iter().map(|entry| entry.id).collect()
 }
 
 #[tokio::test]
-async fn operator_keys_carry_their_role_and_sign_the_console_in() {
+async fn operators_are_created_found_listed_and_revoked_at_once() {
     let app = spawn_app().await;
-    app.create_room(room_body("access-a", 10, json!({}))).await;
-    let (_, viewer) = create_operator(&app, "Vera", "viewer").await;
-    let (_, operator) = create_operator(&app, "Otto", "operator").await;
+    let mut engine = app.engine();
+    let ann = create_operator(&mut engine, "Ann", "operator", &[1, 2])
+        .await
+        .expect("created");
+    assert!(ann.id.starts_with("op_"), "{ann:?}");
+    assert_eq!((ann.name.as_str(), ann.role.as_str()), ("Ann", "operator"));
+    assert_eq!(ann.created_by, "owner");
+    assert!(ann.created_at_ms > 0);
+    let bob = create_operator(&mut engine, "bob", "viewer", &[3])
+        .await
+        .expect("created");
 
-    let read = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms",
-        &Cred::Bearer(viewer.clone()),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(read.status, 200, "{}", read.text);
-    let change = call(
-        &app,
-        reqwest::Method::POST,
-        "/rooms/access-a/rate",
-        &Cred::Bearer(viewer.clone()),
-        Some(json!({ "ratePerMinute": 5 })),
-        &[],
-    )
-    .await;
-    assert_eq!((change.status, change.code()), (403, "insufficient_role"));
-    assert!(
-        change.body["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("operator"),
-        "{}",
-        change.text
-    );
-    let change = call(
-        &app,
-        reqwest::Method::POST,
-        "/rooms/access-a/rate",
-        &Cred::Bearer(operator.clone()),
-        Some(json!({ "ratePerMinute": 5 })),
-        &[],
-    )
-    .await;
-    assert_eq!(change.status, 200, "{}", change.text);
-    let delete = call(
-        &app,
-        reqwest::Method::DELETE,
-        "/rooms/access-a",
-        &Cred::Bearer(operator.clone()),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!((delete.status, delete.code()), (403, "insufficient_role"));
-    assert!(
-        delete.body["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("owner"),
-        "{}",
-        delete.text
-    );
-
-    // The console signs in with an operator key and says who and which role.
-    let (reply, cookie) = sign_in(&app, &viewer).await;
+    assert_eq!(operators(&mut engine).await, vec![ann.clone(), bob.clone()]);
+    // Any verifier of the keyring finds it (a rotation keeps keys working).
     assert_eq!(
-        reply.body,
-        json!({ "ok": true, "name": "Vera", "role": "viewer", "expiresInSec": 43200 })
+        find(&mut engine, &[2]).await,
+        Some(Found::Operator(ann.clone()))
     );
-    assert!(!cookie.contains(&viewer), "the cookie never holds the key");
-    let who = call(
-        &app,
-        reqwest::Method::GET,
-        "/session",
-        &Cred::Cookie {
-            cookie: cookie.clone(),
-            csrf: false,
+    assert_eq!(
+        find(&mut engine, &[9, 1]).await,
+        Some(Found::Operator(ann.clone()))
+    );
+    assert_eq!(find(&mut engine, &[9]).await, None);
+
+    let refused = create_operator(&mut engine, "ANN", "viewer", &[4]).await;
+    assert_eq!(code(refused), ErrorCode::OperatorExists);
+    let refused = create_operator(&mut engine, "carol", "admin", &[5]).await;
+    assert_eq!(code(refused), ErrorCode::InvalidRole);
+    let refused = create_operator(&mut engine, "", "viewer", &[5]).await;
+    assert_eq!(code(refused), ErrorCode::InvalidOperatorName);
+    let refused = create_operator(&mut engine, &"x".repeat(65), "viewer", &[5]).await;
+    assert_eq!(code(refused), ErrorCode::InvalidOperatorName);
+
+    let revoked = engine
+        .revoke_operator(RevokeOperatorRequest { id: ann.id.clone() })
+        .await
+        .expect("revoked")
+        .into_inner();
+    assert_eq!(revoked.operator, Some(ann.clone()));
+    assert_eq!(
+        find(&mut engine, &[1]).await,
+        None,
+        "revoked: never found again"
+    );
+    assert_eq!(find(&mut engine, &[2]).await, None);
+    assert_eq!(operators(&mut engine).await, vec![bob.clone()]);
+    let again = engine
+        .revoke_operator(RevokeOperatorRequest { id: ann.id.clone() })
+        .await
+        .map_err(|status| ApiError::from_status(&status));
+    assert_eq!(code(again), ErrorCode::OperatorNotFound);
+    // The name is free again; the new operator is somebody else.
+    let ann_again = create_operator(&mut engine, "ann", "viewer", &[6])
+        .await
+        .expect("created");
+    assert_ne!(ann_again.id, ann.id);
+    assert_eq!(find(&mut engine, &[1]).await, None);
+}
+
+#[tokio::test]
+async fn monitor_tokens_are_created_listed_and_revoked_one_or_all() {
+    let app = spawn_app().await;
+    let mut engine = app.engine();
+    let now = qm_core::clock::now_ms();
+    let wall = create_monitor(&mut engine, "ops wall", 1, 0)
+        .await
+        .expect("created");
+    assert!(wall.id.starts_with("mt_"));
+    assert_eq!(
+        (wall.label.as_str(), wall.created_by.as_str()),
+        ("ops wall", "ann")
+    );
+    let brief = create_monitor(&mut engine, "", 2, now + 1500)
+        .await
+        .expect("created");
+    let third = create_monitor(&mut engine, "tv", 3, 0)
+        .await
+        .expect("created");
+    assert_eq!(
+        monitor_tokens(&mut engine).await,
+        vec![wall.clone(), brief.clone(), third.clone()]
+    );
+    assert_eq!(
+        find(&mut engine, &[2]).await,
+        Some(Found::Monitor(brief.clone()))
+    );
+
+    let past = create_monitor(&mut engine, "", 4, now - 1).await;
+    assert_eq!(code(past), ErrorCode::InvalidExpiry);
+
+    // Expired: no longer found or listed.
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    assert_eq!(find(&mut engine, &[2]).await, None);
+    assert_eq!(
+        monitor_tokens(&mut engine).await,
+        vec![wall.clone(), third.clone()]
+    );
+
+    let one = engine
+        .revoke_monitor_tokens(RevokeMonitorTokensRequest {
+            id: wall.id.clone(),
+            all: false,
+        })
+        .await
+        .expect("revoked")
+        .into_inner();
+    assert_eq!(one.revoked, 1);
+    assert_eq!(find(&mut engine, &[1]).await, None);
+    let unknown = engine
+        .revoke_monitor_tokens(RevokeMonitorTokensRequest {
+            id: wall.id.clone(),
+            all: false,
+        })
+        .await
+        .map_err(|status| ApiError::from_status(&status));
+    assert_eq!(code(unknown), ErrorCode::MonitorTokenNotFound);
+
+    create_monitor(&mut engine, "", 5, 0)
+        .await
+        .expect("created");
+    let all = engine
+        .revoke_monitor_tokens(RevokeMonitorTokensRequest {
+            id: String::new(),
+            all: true,
+        })
+        .await
+        .expect("revoked")
+        .into_inner();
+    assert_eq!(all.revoked, 2);
+    assert!(monitor_tokens(&mut engine).await.is_empty());
+    assert_eq!(find(&mut engine, &[3]).await, None);
+    assert_eq!(find(&mut engine, &[5]).await, None);
+}
+
+#[tokio::test]
+async fn the_audit_trail_appends_and_lists_newest_first_filtered_and_paged() {
+    let app = spawn_app().await;
+    let mut engine = app.engine();
+    let mut appended = Vec::new();
+    for at in 1..=12 {
+        let room = if at % 2 == 0 { "even" } else { "odd" };
+        let actor = if at <= 6 { "ann" } else { "bob" };
+        let action = if at % 3 == 0 {
+            "room.state"
+        } else {
+            "room.rate"
+        };
+        appended.push(append(&mut engine, audit(action, room, actor, at * 1000)).await);
+    }
+    assert!(
+        appended.windows(2).all(|pair| pair[0] < pair[1]),
+        "ids increase: {appended:?}"
+    );
+    let newest_first: Vec<u64> = appended.iter().rev().copied().collect();
+    let all = list_audit(&mut engine, ListAuditRequest::default()).await;
+    assert_eq!(ids(&all), newest_first);
+    assert_eq!(all.next_before_id, 0);
+    let first = &all.entries[all.entries.len() - 1];
+    assert_eq!(first.at_ms, 1000);
+    assert_eq!(first.route, "POST /api/admin/rooms/:id/rate");
+    assert_eq!(first.summary, r#"{"ratePerMinute":60}"#);
+    assert_eq!((first.client.as_str(), first.status), ("192.0.2.7", 200));
+    assert_eq!(first.actor_kind, "operator");
+
+    let pick =
+        |positions: &[usize]| -> Vec<u64> { positions.iter().map(|at| appended[at - 1]).collect() };
+    let room = list_audit(
+        &mut engine,
+        ListAuditRequest {
+            room_id: "even".to_owned(),
+            ..ListAuditRequest::default()
         },
-        None,
-        &[],
     )
     .await;
-    assert_eq!(
-        (who.body["name"].clone(), who.body["role"].clone()),
-        (json!("Vera"), json!("viewer"))
-    );
-    let change = call(
-        &app,
-        reqwest::Method::POST,
-        "/rooms/access-a/state",
-        &Cred::Cookie { cookie, csrf: true },
-        Some(json!({ "state": "paused" })),
-        &[],
+    assert_eq!(ids(&room), pick(&[12, 10, 8, 6, 4, 2]));
+    let by_name = list_audit(
+        &mut engine,
+        ListAuditRequest {
+            operator: "ann".to_owned(),
+            ..ListAuditRequest::default()
+        },
     )
     .await;
-    assert_eq!((change.status, change.code()), (403, "insufficient_role"));
+    assert_eq!(ids(&by_name), pick(&[6, 5, 4, 3, 2, 1]));
+    let by_id = list_audit(
+        &mut engine,
+        ListAuditRequest {
+            operator: "op_bob".to_owned(),
+            action: "room.state".to_owned(),
+            ..ListAuditRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(ids(&by_id), pick(&[12, 9]));
+    let window = list_audit(
+        &mut engine,
+        ListAuditRequest {
+            since_ms: 4000,
+            until_ms: 7000,
+            ..ListAuditRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(ids(&window), pick(&[7, 6, 5, 4]));
+    let backwards = engine
+        .list_audit(ListAuditRequest {
+            since_ms: 7000,
+            until_ms: 4000,
+            ..ListAuditRequest::default()
+        })
+        .await
+        .map_err(|status| ApiError::from_status(&status));
+    assert_eq!(code(backwards), ErrorCode::InvalidRange);
 
-    // A forged operator key (right prefix, wrong signature) is a wrong credential.
-    let forged = forge(&operator);
-    let refused = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms",
-        &Cred::Bearer(forged),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!((refused.status, refused.code()), (401, "unauthorized"));
-    app.stop().await;
-}
-
-#[tokio::test]
-async fn a_revoked_operator_key_and_its_console_and_tickets_are_refused_on_the_next_request() {
-    let app = spawn_app().await;
-    let (id, key) = create_operator(&app, "Rita", "operator").await;
-    let bearer = Cred::Bearer(key.clone());
-    let (_, cookie) = sign_in(&app, &key).await;
-    let console = Cred::Cookie {
-        cookie,
-        csrf: false,
-    };
-    assert_eq!(
-        call(&app, reqwest::Method::GET, "/rooms", &bearer, None, &[])
-            .await
-            .status,
-        200
-    );
-    assert_eq!(
-        call(&app, reqwest::Method::GET, "/rooms", &console, None, &[])
-            .await
-            .status,
-        200
-    );
-    let ticket = call(
-        &app,
-        reqwest::Method::POST,
-        "/sse-ticket",
-        &bearer,
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(ticket.status, 200, "{}", ticket.text);
-    let ticket = ticket.body["ticket"].as_str().expect("ticket").to_owned();
-
-    let listed = call(
-        &app,
-        reqwest::Method::GET,
-        "/operators",
-        &admin_key(),
-        None,
-        &[],
-    )
-    .await;
-    assert!(
-        listed.body["operators"]
-            .as_array()
-            .expect("list")
-            .iter()
-            .any(|operator| operator["id"] == id.as_str())
-    );
-    assert!(!listed.text.contains(&key), "the key is never listed");
-
-    let revoked = call(
-        &app,
-        reqwest::Method::DELETE,
-        &format!("/operators/{id}"),
-        &admin_key(),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(revoked.status, 200, "{}", revoked.text);
-
-    let refused = call(&app, reqwest::Method::GET, "/rooms", &bearer, None, &[]).await;
-    assert_eq!((refused.status, refused.code()), (401, "unauthorized"));
-    let refused = call(&app, reqwest::Method::GET, "/rooms", &console, None, &[]).await;
-    assert_eq!((refused.status, refused.code()), (401, "unauthorized"));
-    let who = call(&app, reqwest::Method::GET, "/session", &console, None, &[]).await;
-    assert_eq!(who.status, 401);
-    let stream = call(
-        &app,
-        reqwest::Method::GET,
-        &format!("/events?ticket={ticket}"),
-        &Cred::None,
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(stream.status, 401);
-    let again = call(
-        &app,
-        reqwest::Method::POST,
-        "/session",
-        &Cred::None,
-        Some(json!({ "key": key })),
-        &[("X-QM-CSRF", "1")],
-    )
-    .await;
-    assert_eq!(again.status, 401, "a revoked key cannot sign in");
-    app.stop().await;
-}
-
-#[tokio::test]
-async fn a_monitor_token_reads_redacted_rooms_and_is_refused_once_revoked() {
-    let app = spawn_app().await;
-    let room = room_body(
-        "access-m",
-        10,
-        json!({
-            "proxyOrigin": "http://127.0.0.1:9",
-            "returnOrigins": ["https://shop.example", "https://m.shop.example"],
-            "tagOrigins": ["https://tags.example"],
-            "urlPatterns": ["/checkout*"],
-        }),
-    );
-    app.create_room(room).await;
-    let minted = call(
-        &app,
-        reqwest::Method::POST,
-        "/monitor-token",
-        &admin_key(),
-        Some(json!({ "label": "lobby" })),
-        &[("Host", "admin.example:8081")],
-    )
-    .await;
-    assert_eq!(minted.status, 200, "{}", minted.text);
-    let token = minted.body["token"].as_str().expect("token").to_owned();
-    assert_eq!(
-        minted.body["link"],
-        json!(format!("http://admin.example:8081/#monitor={token}")),
-        "the token rides in the fragment"
-    );
-    let id = minted.body["id"].as_str().expect("id").to_owned();
-    let monitor = Cred::Bearer(token.clone());
-
-    let read = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms/access-m",
-        &monitor,
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(read.status, 200, "{}", read.text);
-    let room = &read.body["room"];
-    assert_eq!(room["redacted"], true);
-    assert_eq!(room["proxyOrigin"], Value::Null);
-    for list in ["returnOrigins", "tagOrigins", "urlPatterns"] {
-        assert_eq!(room[list], json!([]), "{list}");
-    }
-    assert!(!read.text.contains("127.0.0.1:9") && !read.text.contains("m.shop.example"));
-    let listed = call(&app, reqwest::Method::GET, "/rooms", &monitor, None, &[]).await;
-    assert_eq!(listed.body["rooms"][0]["redacted"], true);
-    // The owner reads the real thing.
-    let full = app.room("access-m").await;
-    assert_eq!(full["proxyOrigin"], "http://127.0.0.1:9");
-    assert!(full.get("redacted").is_none());
-    // Posting the redacted read back is refused, not a wipe.
-    let mut back = room.clone();
-    if let Some(fields) = back.as_object_mut() {
-        fields.retain(|name, _| {
-            [
-                "id",
-                "name",
-                "targetUrl",
-                "ratePerMinute",
-                "proxyOrigin",
-                "returnOrigins",
-                "tagOrigins",
-                "urlPatterns",
-                "redacted",
-            ]
-            .contains(&name.as_str())
-        });
-    }
-    let posted = app.admin_post("/rooms", back).await;
-    assert_eq!((posted.status, posted.code()), (400, "redacted_shape"));
-
-    // The monitor token signs a console in, read-only.
-    let (reply, cookie) = sign_in(&app, &token).await;
-    assert_eq!(reply.body["role"], "monitor");
-    let console = Cred::Cookie { cookie, csrf: true };
-    let audit = call(&app, reqwest::Method::GET, "/audit", &console, None, &[]).await;
-    assert_eq!((audit.status, audit.code()), (403, "insufficient_role"));
-
-    let links = call(
-        &app,
-        reqwest::Method::GET,
-        "/monitor-token",
-        &admin_key(),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(links.status, 200, "{}", links.text);
-    assert!(
-        links.body["tokens"]
-            .as_array()
-            .expect("tokens")
-            .iter()
-            .any(|link| link["id"] == id.as_str())
-    );
-    assert!(
-        !links.text.contains(&token),
-        "a listed link never shows its token"
-    );
-
-    let revoked = call(
-        &app,
-        reqwest::Method::DELETE,
-        &format!("/monitor-token?id={id}"),
-        &admin_key(),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(revoked.status, 200, "{}", revoked.text);
-    let refused = call(&app, reqwest::Method::GET, "/rooms", &monitor, None, &[]).await;
-    assert_eq!((refused.status, refused.code()), (401, "unauthorized"));
-    let refused = call(&app, reqwest::Method::GET, "/rooms", &console, None, &[]).await;
-    assert_eq!(refused.status, 401);
-
-    // ?all=1 revokes every live link.
-    let (_, first) = mint_monitor(&app).await;
-    let (_, second) = mint_monitor(&app).await;
-    let all = call(
-        &app,
-        reqwest::Method::DELETE,
-        "/monitor-token?all=1",
-        &admin_key(),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(
-        (all.status, all.body["revoked"].clone()),
-        (200, json!(2)),
-        "{}",
-        all.text
-    );
-    for token in [first, second] {
-        let refused = call(
-            &app,
-            reqwest::Method::GET,
-            "/rooms",
-            &Cred::Bearer(token),
-            None,
-            &[],
+    let mut paged = Vec::new();
+    let mut before_id = 0;
+    let mut pages = 0;
+    loop {
+        let page = list_audit(
+            &mut engine,
+            ListAuditRequest {
+                limit: 5,
+                before_id,
+                ..ListAuditRequest::default()
+            },
         )
         .await;
-        assert_eq!(refused.status, 401);
-    }
-    app.stop().await;
-}
-
-/// The key with one character of its signature changed.
-pub(crate) fn forge(key: &str) -> String {
-    let mut chars: Vec<char> = key.chars().collect();
-    let at = chars.len() - 5;
-    chars[at] = if chars[at] == 'A' { 'B' } else { 'A' };
-    chars.into_iter().collect()
-}
-
-fn from(address: &str) -> [(&str, &str); 1] {
-    [("X-Forwarded-For", address)]
-}
-
-#[tokio::test]
-async fn wrong_credentials_lock_the_address_out_before_any_credential_is_read() {
-    let app = spawn_app_with(&[
-        ("ADMIN_AUTH_FAIL_PER_MIN", "3"),
-        ("ADMIN_AUTH_LOCKOUT_SEC", "2"),
-        ("TRUSTED_PROXIES", "127.0.0.1"),
-    ])
-    .await;
-    let (_, monitor) = mint_monitor(&app).await;
-    let wrong = Cred::Bearer("wrong-key-0123456789".to_owned());
-    let (a, b, c) = ("203.0.113.7", "203.0.113.8", "203.0.113.9");
-    for _ in 0..3 {
-        let refused = call(&app, reqwest::Method::GET, "/rooms", &wrong, None, &from(a)).await;
-        assert_eq!(refused.status, 401);
-    }
-    // The right key from the locked address is refused: nothing it sends is read.
-    let locked = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms",
-        &admin_key(),
-        None,
-        &from(a),
-    )
-    .await;
-    assert_eq!(
-        (locked.status, locked.code()),
-        (429, "too_many_auth_failures")
-    );
-    let retry: u64 = locked
-        .header("retry-after")
-        .expect("Retry-After")
-        .parse()
-        .expect("seconds");
-    assert!((1..=2).contains(&retry), "{retry}");
-    let in_query = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms?key=x",
-        &Cred::None,
-        None,
-        &from(a),
-    )
-    .await;
-    assert_eq!(
-        in_query.status, 429,
-        "refused before the URL's credential is judged"
-    );
-    let monitor_locked = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms",
-        &Cred::Bearer(monitor.clone()),
-        None,
-        &from(a),
-    )
-    .await;
-    assert_eq!(monitor_locked.status, 429);
-    let sign_in_locked = call(
-        &app,
-        reqwest::Method::POST,
-        "/session",
-        &Cred::None,
-        Some(json!({ "key": TEST_ADMIN_KEY })),
-        &[("X-QM-CSRF", "1"), ("X-Forwarded-For", a)],
-    )
-    .await;
-    assert_eq!(sign_in_locked.status, 429);
-
-    // Another address is unaffected, and its right key resets nothing for the first.
-    let other = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms",
-        &admin_key(),
-        None,
-        &from(b),
-    )
-    .await;
-    assert_eq!(other.status, 200);
-    assert_eq!(
-        call(
-            &app,
-            reqwest::Method::GET,
-            "/rooms",
-            &admin_key(),
-            None,
-            &from(a)
-        )
-        .await
-        .status,
-        429
-    );
-
-    // Every kind of wrong credential counts: sign-in, event ticket, monitor token.
-    let sign_in = call(
-        &app,
-        reqwest::Method::POST,
-        "/session",
-        &Cred::None,
-        Some(json!({ "key": "typed-wrong" })),
-        &[("X-QM-CSRF", "1"), ("X-Forwarded-For", c)],
-    )
-    .await;
-    assert_eq!(sign_in.status, 401);
-    let ticket = call(
-        &app,
-        reqwest::Method::GET,
-        "/events?ticket=forged",
-        &Cred::None,
-        None,
-        &from(c),
-    )
-    .await;
-    assert_eq!(ticket.status, 401);
-    let forged_monitor = forge(&monitor);
-    let monitor_wrong = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms",
-        &Cred::Bearer(forged_monitor),
-        None,
-        &from(c),
-    )
-    .await;
-    assert_eq!(monitor_wrong.status, 401);
-    let c_locked = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms",
-        &Cred::Bearer(monitor.clone()),
-        None,
-        &from(c),
-    )
-    .await;
-    assert_eq!(c_locked.status, 429);
-    // Presenting nothing is not a wrong credential.
-    for _ in 0..5 {
-        assert_eq!(
-            call(
-                &app,
-                reqwest::Method::GET,
-                "/rooms",
-                &Cred::None,
-                None,
-                &from(b)
-            )
-            .await
-            .status,
-            401
-        );
-    }
-    assert_eq!(
-        call(
-            &app,
-            reqwest::Method::GET,
-            "/rooms",
-            &admin_key(),
-            None,
-            &from(b)
-        )
-        .await
-        .status,
-        200
-    );
-
-    // The lock lifts once the window has passed.
-    tokio::time::sleep(Duration::from_millis(2_200)).await;
-    let lifted = call(
-        &app,
-        reqwest::Method::GET,
-        "/rooms",
-        &admin_key(),
-        None,
-        &from(a),
-    )
-    .await;
-    assert_eq!(lifted.status, 200, "{}", lifted.text);
-    let health = call(
-        &app,
-        reqwest::Method::GET,
-        "/health",
-        &admin_key(),
-        None,
-        &from(b),
-    )
-    .await;
-    assert_eq!(health.body["config"]["ADMIN_AUTH_FAIL_PER_MIN"], json!(3));
-    app.stop().await;
-}
-
-#[tokio::test]
-async fn an_owner_shuts_the_app_down_cleanly() {
-    let app = spawn_app().await;
-    let (_, operator) = create_operator(&app, "Olga", "operator").await;
-    let refused = call(
-        &app,
-        reqwest::Method::POST,
-        "/shutdown",
-        &Cred::Bearer(operator),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!((refused.status, refused.code()), (403, "insufficient_role"));
-    let reply = call(
-        &app,
-        reqwest::Method::POST,
-        "/shutdown",
-        &admin_key(),
-        None,
-        &[],
-    )
-    .await;
-    assert_eq!(reply.status, 200, "{}", reply.text);
-    assert_eq!(
-        (reply.body["ok"].clone(), reply.body["stopping"].clone()),
-        (json!(true), json!(true))
-    );
-    assert!(reply.body["uptimeSec"].is_u64(), "{}", reply.text);
-    // Both edges stop (the admin stopped on its own, so `qm all` stops the rest).
-    let mut stopped = false;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let admin = app.http.get(format!("{}/healthz", app.admin)).send().await;
-        let gateway = app
-            .http
-            .get(format!("{}/healthz", app.gateway))
-            .send()
-            .await;
-        if admin.is_err() && gateway.is_err() {
-            stopped = true;
+        pages += 1;
+        assert!(page.entries.len() <= 5);
+        paged.extend(ids(&page));
+        if page.next_before_id == 0 {
             break;
         }
+        before_id = page.next_before_id;
     }
-    assert!(stopped, "the admin and the gateway stopped within 10 s");
+    assert_eq!((paged, pages), (newest_first, 3));
+}
+
+#[tokio::test]
+async fn the_audit_list_answers_at_most_500_and_100_by_default() {
+    let app = spawn_app().await;
+    let mut engine = app.engine();
+    for at in 1..=520 {
+        append(&mut engine, audit("room.rate", "r", "ann", at)).await;
+    }
+    let default = list_audit(&mut engine, ListAuditRequest::default()).await;
+    assert_eq!(default.entries.len(), 100);
+    assert_eq!(default.next_before_id, default.entries[99].id);
+    let capped = list_audit(
+        &mut engine,
+        ListAuditRequest {
+            limit: 1000,
+            ..ListAuditRequest::default()
+        },
+    )
+    .await;
+    assert_eq!(capped.entries.len(), 500);
+    assert_ne!(capped.next_before_id, 0);
+}
+
+/// Fills a fresh engine with one operator, one monitor token and two audit entries.
+async fn populate(engine: &mut EngineClient) -> (qm_proto::Operator, qm_proto::MonitorToken) {
+    let ann = create_operator(engine, "ann", "operator", &[1])
+        .await
+        .expect("created");
+    let gone = create_operator(engine, "gone", "viewer", &[2])
+        .await
+        .expect("created");
+    engine
+        .revoke_operator(RevokeOperatorRequest { id: gone.id })
+        .await
+        .expect("revoked");
+    let wall = create_monitor(engine, "wall", 3, 0).await.expect("created");
+    append(engine, audit("operator.create", "", "owner", 1)).await;
+    append(engine, audit("room.rate", "r", "ann", 2)).await;
+    (ann, wall)
+}
+
+#[tokio::test]
+async fn operators_tokens_and_the_trail_survive_an_engine_restart_on_the_durable_store() {
+    let backing = Backing::start(ValkeyOptions::default()).await;
+    let mut app = spawn_app_on(Some(backing), &[]).await;
+    let mut engine = app.engine();
+    let (ann, wall) = populate(&mut engine).await;
+    let before = list_audit(&mut engine, ListAuditRequest::default()).await;
+    assert_eq!(before.entries.len(), 2);
+
+    let backing = app.backing.take();
+    app.stop().await;
+    let app = spawn_app_on(backing, &[]).await;
+    let mut engine = app.engine();
+    assert_eq!(operators(&mut engine).await, vec![ann.clone()]);
+    assert_eq!(find(&mut engine, &[1]).await, Some(Found::Operator(ann)));
+    assert_eq!(find(&mut engine, &[2]).await, None, "still revoked");
+    assert_eq!(monitor_tokens(&mut engine).await, vec![wall.clone()]);
+    assert_eq!(find(&mut engine, &[3]).await, Some(Found::Monitor(wall)));
+    let after = list_audit(&mut engine, ListAuditRequest::default()).await;
+    assert_eq!(after.entries, before.entries);
+    let next = append(&mut engine, audit("room.state", "r", "ann", 3)).await;
+    assert!(
+        next > before.entries[0].id,
+        "ids keep increasing after the restart"
+    );
+}
+
+#[tokio::test]
+async fn a_memory_engine_restarts_with_no_operators_tokens_or_trail() {
+    let app = spawn_app_with(&[("STORE", "memory")]).await;
+    let mut engine = app.engine();
+    populate(&mut engine).await;
+    app.stop().await;
+    let app = spawn_app_with(&[("STORE", "memory")]).await;
+    let mut engine = app.engine();
+    assert!(operators(&mut engine).await.is_empty());
+    assert!(monitor_tokens(&mut engine).await.is_empty());
+    assert_eq!(find(&mut engine, &[1]).await, None);
+    let trail = list_audit(&mut engine, ListAuditRequest::default()).await;
+    assert!(trail.entries.is_empty());
+}
+
+/// Two engines on one database: a revocation through one holds on the other at once.
+#[tokio::test]
+async fn a_revocation_holds_on_every_engine_of_the_durable_store_at_once() {
+    let backing = Backing::start(ValkeyOptions::default()).await;
+    let env = backing.env();
+    let first = spawn_app_on(Some(backing), &[]).await;
+    let overrides: Vec<(&str, &str)> = env
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.as_str()))
+        .collect();
+    let second = spawn_app_on(None, &overrides).await;
+    let (mut one, mut two) = (first.engine(), second.engine());
+    let ann = create_operator(&mut one, "ann", "operator", &[1])
+        .await
+        .expect("created");
+    create_monitor(&mut one, "wall", 2, 0)
+        .await
+        .expect("created");
+    assert_eq!(
+        find(&mut two, &[1]).await,
+        Some(Found::Operator(ann.clone()))
+    );
+    assert!(find(&mut two, &[2]).await.is_some());
+    two.revoke_operator(RevokeOperatorRequest { id: ann.id })
+        .await
+        .expect("revoked");
+    two.revoke_monitor_tokens(RevokeMonitorTokensRequest {
+        id: String::new(),
+        all: true,
+    })
+    .await
+    .expect("revoked");
+    assert_eq!(find(&mut one, &[1]).await, None);
+    assert_eq!(find(&mut one, &[2]).await, None);
+    let refused = create_operator(&mut two, "ANN", "viewer", &[3]).await;
+    assert!(refused.is_ok(), "the name is free on both");
+    let again = create_operator(&mut one, "ann", "viewer", &[4]).await;
+    assert_eq!(code(again), ErrorCode::OperatorExists);
+}
+
+/// The trail is append-only in the database itself, whatever a stray statement tries.
+#[tokio::test]
+async fn the_durable_trail_refuses_update_delete_and_truncate() {
+    let backing = Backing::start(ValkeyOptions::default()).await;
+    let database = backing.database.url();
+    let app = spawn_app_on(Some(backing), &[]).await;
+    let mut engine = app.engine();
+    append(&mut engine, audit("room.rate", "r", "ann", 1)).await;
+    let mut connection = <sqlx::PgConnection as sqlx::Connection>::connect(&database)
+        .await
+        .expect("connect to the test database");
+    for statement in [
+        "UPDATE audit SET action = 'nothing'",
+        "DELETE FROM audit",
+        "TRUNCATE audit",
+    ] {
+        let error = sqlx::query(statement)
+            .execute(&mut connection)
+            .await
+            .expect_err(statement);
+        assert!(
+            error.to_string().contains("append-only"),
+            "{statement}: {error}"
+        );
+    }
+    let trail = list_audit(&mut engine, ListAuditRequest::default()).await;
+    assert_eq!(trail.entries.len(), 1);
+    assert_eq!(trail.entries[0].action, "room.rate");
 }

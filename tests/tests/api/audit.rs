@@ -5,7 +5,7 @@
 use qm_tests::{room_body, spawn_app};
 use serde_json::{Value, json};
 
-use crate::access::{Cred, admin_key, call, create_operator, sign_in};
+use crate::credentials::{Cred, admin_key, call, create_operator, sign_in};
 
 async fn audit_get(app: &qm_tests::TestApp, query: &str) -> qm_tests::Reply {
     call(

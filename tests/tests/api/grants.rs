@@ -6,7 +6,7 @@
 use qm_tests::{Reply, TestApp, room_body, spawn_app};
 use serde_json::json;
 
-use crate::access::{Cred, call, create_operator, mint_monitor, sign_in};
+use crate::credentials::{Cred, call, create_operator, mint_monitor, sign_in};
 
 /// The spec's grants, route by route: the lowest role that may use it (`none`: the route judges
 /// its own credential — the console's sign-in, sign-out and who-am-I).
@@ -93,7 +93,7 @@ async fn columns(app: &TestApp) -> Vec<Column> {
         column("viewer key", Cred::Bearer(viewer), Some("viewer")),
         column("operator key", Cred::Bearer(operator), Some("operator")),
         column("owner key", Cred::Bearer(owner), Some("owner")),
-        column("ADMIN_KEY", crate::access::admin_key(), Some("owner")),
+        column("ADMIN_KEY", crate::credentials::admin_key(), Some("owner")),
         column("monitor token", Cred::Bearer(monitor), Some("monitor")),
         Column {
             name: "owner cookie without X-QM-CSRF",
@@ -167,7 +167,7 @@ async fn every_route_answers_every_credential_as_the_table_says() {
         let body = (*method != "GET" && *method != "DELETE").then(|| json!({}));
         for column in &columns {
             // Shutting down would end the app: only the refusals are asked here (the allowed
-            // shutdown is `access.rs::an_owner_shuts_the_app_down_cleanly`).
+            // shutdown is `credentials.rs::an_owner_shuts_the_app_down_cleanly`).
             let allowed = column.role.is_some_and(|role| rung(role) >= rung(needs))
                 && !(column.cookie_without_csrf && *method != "GET");
             if *path == "/shutdown" && allowed {
@@ -207,7 +207,7 @@ async fn a_credential_in_the_url_is_refused_on_every_route() {
             &app,
             verb,
             &format!("{concrete}?key=x"),
-            &crate::access::admin_key(),
+            &crate::credentials::admin_key(),
             None,
             &[("X-QM-CSRF", "1")],
         )

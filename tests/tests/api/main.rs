@@ -10,6 +10,7 @@ mod check;
 mod check_status;
 mod connectors;
 mod console;
+mod credentials;
 mod docs_pages;
 mod door;
 mod drop;

@@ -37,7 +37,11 @@ impl Captured {
             .with_ansi(false)
             .with_writer(move || writer.clone())
             .finish();
-        (captured, tracing::subscriber::set_default(subscriber))
+        let guard = tracing::subscriber::set_default(subscriber);
+        // A callsite another test's thread first hit before this subscriber existed may hold
+        // an interest computed without it: recompute every callsite's interest now.
+        tracing::callsite::rebuild_interest_cache();
+        (captured, guard)
     }
 
     fn text(&self) -> String {
