@@ -1,8 +1,8 @@
 //! Who may do what, in the console: a viewer signs in with an operator key and reads, while
 //! every control it may not use stays on the page, marked `aria-disabled`, described by the
-//! reason (the role it needs) and showing that reason in a tooltip on keyboard focus, and a
-//! click on it changes nothing; an operator changes a rate and the audit page shows the change
-//! under their name; an owner creates an operator and a share link in the console and revokes
+//! reason (the role it needs) and showing that reason in a tooltip on keyboard focus and on
+//! hover, and a click on it changes nothing; an operator changes a rate and the audit page
+//! shows the change under their name; an owner creates an operator and a share link in the console and revokes
 //! the operator after a confirm, and the link opens a read-only view of the rooms with their
 //! redacted fields saying so and no controls at all. Each runs axe-core and saves screenshots.
 
@@ -108,6 +108,27 @@ async fn a_viewer_reads_and_every_control_says_why_it_is_unavailable() {
         })
         .await;
         browser.screenshot("console-viewer-tooltip-1280x800").await;
+        // The pointer resting on one shows it too (the focus elsewhere first hides it).
+        let hovered = browser
+            .js(
+                "document.activeElement.blur();\
+                 var hidden = document.querySelector('#access-tip').hidden;\
+                 document.querySelector(arguments[0])\
+                   .dispatchEvent(new MouseEvent('mouseover', { bubbles: true }));\
+                 var tip = document.querySelector('#access-tip');\
+                 return [hidden, tip.hidden, tip.textContent];",
+                vec![json!(format!("{row} button[data-action=delete]"))],
+            )
+            .await
+            .expect("hover the delete button");
+        assert_eq!(hovered[0], json!(true), "blurred, the tooltip went away");
+        assert_eq!(hovered[1], json!(false), "hovered, the tooltip shows");
+        assert!(
+            hovered[2]
+                .as_str()
+                .is_some_and(|text| text.starts_with("Needs the owner role:")),
+            "{hovered}"
+        );
 
         // A click is refused in the page, with the reason; the room is unchanged.
         click(&browser, &format!("{row} button[data-action=rate]")).await;
