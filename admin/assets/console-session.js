@@ -61,7 +61,7 @@ window.QMConsoleSession = (() => {
   function sessionEnded() {
     if (!state.signedIn) return;
     resetRooms();
-    showSignIn('Your console session ended: it expired, was signed out elsewhere, or the admin process restarted. Sign in again to carry on.');
+    showSignIn('Your console session ended: it expired, was signed out elsewhere, the key or share link it signed in with was revoked, or the admin process restarted. Sign in again to carry on.');
   }
 
   onSessionEnded(sessionEnded);
@@ -101,7 +101,7 @@ window.QMConsoleSession = (() => {
 
   function signInRefusal(failure) {
     if (failure.status === 401) return 'This server does not accept that key: it is not the admin key, nor a live operator key or monitor token (a revoked one stops working at once).';
-    if (failure.code === 'too_many_auth_failures') return 'Too many wrong keys from this address: sign-in is locked for a minute. ' + failure.message;
+    if (failure.code === 'too_many_auth_failures') return 'Too many wrong keys from this address: sign-in is locked for now, whatever key is typed. ' + failure.message;
     return 'Sign-in failed: ' + describe(failure);
   }
 

@@ -6,7 +6,9 @@
 //! the operator after a confirm, and the link opens a read-only view of the rooms with their
 //! redacted fields saying so and no controls at all. Each runs axe-core and saves screenshots.
 
-use qm_tests::browser::{Browser, PHONE, run};
+use std::time::Duration;
+
+use qm_tests::browser::{Browser, PHONE, run, wait_for};
 use qm_tests::{TestApp, room_body, spawn_app};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -14,6 +16,9 @@ use serde_json::{Value, json};
 use crate::console::{
     assert_no_console_errors_but, click, sign_in, type_into, wait_console, wait_open, wait_text,
 };
+
+/// How long the page may take to show what the server already knows.
+const SHOWN: Duration = Duration::from_secs(15);
 
 /// Creates an operator through the API as the owner; answers its key.
 async fn create_operator(app: &TestApp, name: &str, role: &str) -> String {
@@ -226,6 +231,37 @@ async fn an_operator_changes_a_rate_and_the_audit_page_shows_it_with_their_name(
         browser.screenshot("console-audit-1280x800").await;
         browser.assert_accessible("the audit page").await;
         assert_no_console_errors_but(&browser, &[]).await;
+
+        // Revoked by the owner, the operator's console is refused at a next request and goes
+        // back to the sign-in form, saying why.
+        let operators = app.admin_call(Method::GET, "/operators", None).await;
+        let id = operators.body["operators"][0]["id"]
+            .as_str()
+            .expect("Ana's id")
+            .to_owned();
+        let revoked = app
+            .admin_call(Method::DELETE, &format!("/operators/{id}"), None)
+            .await;
+        assert_eq!(revoked.status, 200, "{}", revoked.text);
+        wait_for("the revoked operator signed out", SHOWN, || async {
+            // Each press of Show is a request; the first one after the revocation is refused.
+            browser.click("#audit-filters button[type=submit]").await.ok();
+            match browser.html_attr("data-console").await? {
+                Some(state) if state == "signed-out" => Ok(()),
+                other => Err(format!("data-console is {other:?}")),
+            }
+        })
+        .await;
+        wait_text(&browser, "#signin-notice", "why the console signed out", |text| {
+            text.contains("was revoked")
+        })
+        .await;
+        // The refusals that ended it are the only errors: the browser logs each 401.
+        assert_no_console_errors_but(
+            &browser,
+            &["the server responded with a status of 401"],
+        )
+        .await;
     })
     .await;
 }
