@@ -4,6 +4,8 @@
 -- somebody; a revoked credential is never found or listed again.
 CREATE TABLE operators (
     id            text   PRIMARY KEY,
+    -- Creation order, for listing (several can share a millisecond).
+    seq           bigserial,
     name          text   NOT NULL,
     role          text   NOT NULL CHECK (role IN ('owner', 'operator', 'viewer')),
     created_at_ms bigint NOT NULL,
@@ -16,6 +18,7 @@ CREATE UNIQUE INDEX operators_live_name ON operators (lower(name)) WHERE revoked
 
 CREATE TABLE monitor_tokens (
     id            text   PRIMARY KEY,
+    seq           bigserial,
     label         text   NOT NULL,
     created_at_ms bigint NOT NULL,
     created_by    text   NOT NULL,
@@ -48,7 +51,7 @@ CREATE TABLE audit (
     status     integer NOT NULL
 );
 
-CREATE INDEX audit_room ON audit (room_id, id) WHERE room_id <> '';
+CREATE INDEX audit_room ON audit (room_id, id);
 CREATE INDEX audit_action ON audit (action, id);
 CREATE INDEX audit_actor_id ON audit (actor_id, id);
 CREATE INDEX audit_actor_name ON audit (actor_name, id);

@@ -23,10 +23,12 @@ enum Holder {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Live operators by id.
-    operators: HashMap<String, (Operator, Vec<Vec<u8>>)>,
+    /// Live operators by id, with their verifiers and creation order.
+    operators: HashMap<String, (Operator, Vec<Vec<u8>>, u64)>,
     /// Live (possibly expired) monitor tokens by id.
-    monitors: HashMap<String, (MonitorToken, Vec<Vec<u8>>)>,
+    monitors: HashMap<String, (MonitorToken, Vec<Vec<u8>>, u64)>,
+    /// Counts creations, for listing in creation order (several can share a millisecond).
+    created: u64,
     /// Every live credential's verifiers.
     verifiers: HashMap<Vec<u8>, Holder>,
     audit: VecDeque<qm_proto::AuditEntry>,
@@ -58,11 +60,11 @@ impl State {
         let expired: Vec<String> = self
             .monitors
             .values()
-            .filter(|(token, _)| !token.live_at(now_ms))
-            .map(|(token, _)| token.id.clone())
+            .filter(|(token, _, _)| !token.live_at(now_ms))
+            .map(|(token, _, _)| token.id.clone())
             .collect();
         for id in expired {
-            if let Some((_, verifiers)) = self.monitors.remove(&id) {
+            if let Some((_, verifiers, _)) = self.monitors.remove(&id) {
                 self.forget(&verifiers);
             }
         }
@@ -90,7 +92,7 @@ impl MemoryAccess {
         if state
             .operators
             .values()
-            .any(|(operator, _)| operator.name.to_lowercase() == lower)
+            .any(|(operator, _, _)| operator.name.to_lowercase() == lower)
         {
             return Err(ApiError::new(
                 ErrorCode::OperatorExists,
@@ -110,27 +112,33 @@ impl MemoryAccess {
                 .verifiers
                 .insert(verifier.clone(), Holder::Operator(operator.id.clone()));
         }
-        state
-            .operators
-            .insert(operator.id.clone(), (operator.clone(), new.verifiers));
+        state.created += 1;
+        let order = state.created;
+        state.operators.insert(
+            operator.id.clone(),
+            (operator.clone(), new.verifiers, order),
+        );
         Ok(operator)
     }
 
-    /// Live operators, oldest first.
+    /// Live operators, in creation order.
     pub(crate) fn list_operators(&self) -> Vec<Operator> {
         let state = self.state();
-        let mut operators: Vec<Operator> = state
+        let mut operators: Vec<(u64, Operator)> = state
             .operators
             .values()
-            .map(|(operator, _)| operator.clone())
+            .map(|(operator, _, order)| (*order, operator.clone()))
             .collect();
-        operators.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        operators.sort_by_key(|(order, _)| *order);
         operators
+            .into_iter()
+            .map(|(_, operator)| operator)
+            .collect()
     }
 
     pub(crate) fn revoke_operator(&self, id: &str) -> Result<Operator, ApiError> {
         let mut state = self.state();
-        let Some((operator, verifiers)) = state.operators.remove(id) else {
+        let Some((operator, verifiers, _)) = state.operators.remove(id) else {
             return Err(ApiError::new(
                 ErrorCode::OperatorNotFound,
                 format!("no operator {id:?}"),
@@ -160,23 +168,25 @@ impl MemoryAccess {
                 .verifiers
                 .insert(verifier.clone(), Holder::Monitor(token.id.clone()));
         }
+        state.created += 1;
+        let order = state.created;
         state
             .monitors
-            .insert(token.id.clone(), (token.clone(), new.verifiers));
+            .insert(token.id.clone(), (token.clone(), new.verifiers, order));
         Ok(token)
     }
 
-    /// Live monitor tokens, oldest first.
+    /// Live monitor tokens, in creation order.
     pub(crate) fn list_monitor_tokens(&self, now_ms: i64) -> Vec<MonitorToken> {
         let mut state = self.state();
         state.prune(now_ms);
-        let mut tokens: Vec<MonitorToken> = state
+        let mut tokens: Vec<(u64, MonitorToken)> = state
             .monitors
             .values()
-            .map(|(token, _)| token.clone())
+            .map(|(token, _, order)| (*order, token.clone()))
             .collect();
-        tokens.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
-        tokens
+        tokens.sort_by_key(|(order, _)| *order);
+        tokens.into_iter().map(|(_, token)| token).collect()
     }
 
     /// Revokes the live token `id` (`None`: every live one).
@@ -199,7 +209,7 @@ impl MemoryAccess {
         };
         let mut revoked = 0u32;
         for id in ids {
-            if let Some((_, verifiers)) = state.monitors.remove(&id) {
+            if let Some((_, verifiers, _)) = state.monitors.remove(&id) {
                 state.forget(&verifiers);
                 revoked = revoked.saturating_add(1);
             }
@@ -215,12 +225,12 @@ impl MemoryAccess {
                 Holder::Operator(id) => state
                     .operators
                     .get(id)
-                    .map(|(operator, _)| Credential::Operator(operator.clone())),
+                    .map(|(operator, _, _)| Credential::Operator(operator.clone())),
                 Holder::Monitor(id) => state
                     .monitors
                     .get(id)
-                    .filter(|(token, _)| token.live_at(now_ms))
-                    .map(|(token, _)| Credential::Monitor(token.clone())),
+                    .filter(|(token, _, _)| token.live_at(now_ms))
+                    .map(|(token, _, _)| Credential::Monitor(token.clone())),
             })
     }
 

@@ -36,6 +36,8 @@ pub(crate) const MAX_NAME_CHARS: usize = 64;
 pub(crate) const MAX_VERIFIERS: usize = 8;
 /// Longest verifier, in bytes (an HMAC-SHA256 is 32).
 pub(crate) const MAX_VERIFIER_LEN: usize = 64;
+/// Longest `created_by` kept, in bytes (a name of 64 characters at most 4 bytes each).
+const MAX_CREATOR_LEN: usize = 256;
 /// ListAudit's page size when none is asked for, and the most it answers.
 pub(crate) const AUDIT_DEFAULT_LIMIT: u32 = 100;
 pub(crate) const AUDIT_MAX_LIMIT: u32 = 500;
@@ -227,11 +229,13 @@ pub(crate) fn new_operator(
     check_operator_name(&request.name)?;
     let role = Role::parse(&request.role)?;
     check_verifiers(&request.verifiers)?;
+    let mut created_by = request.created_by;
+    clamp(&mut created_by, MAX_CREATOR_LEN);
     Ok(NewOperator {
         name: request.name,
         role,
         verifiers: request.verifiers,
-        created_by: request.created_by,
+        created_by,
     })
 }
 
@@ -254,10 +258,12 @@ pub(crate) fn new_monitor_token(
         ));
     }
     check_verifiers(&request.verifiers)?;
+    let mut created_by = request.created_by;
+    clamp(&mut created_by, MAX_CREATOR_LEN);
     Ok(NewMonitorToken {
         label: request.label,
         verifiers: request.verifiers,
-        created_by: request.created_by,
+        created_by,
         expires_at_ms: request.expires_at_ms,
     })
 }
@@ -269,7 +275,7 @@ pub(crate) fn audit_query(request: qm_proto::ListAuditRequest) -> Result<AuditQu
         || (request.until_ms != 0 && request.until_ms < request.since_ms)
     {
         return Err(ApiError::new(
-            ErrorCode::InvalidRange,
+            ErrorCode::InvalidAuditQuery,
             "since and until are epoch ms, since not after until",
         ));
     }

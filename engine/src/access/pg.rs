@@ -162,7 +162,7 @@ impl PgAccess {
     pub(crate) async fn list_operators(&self) -> Result<Vec<Operator>, ApiError> {
         let sql = format!(
             "SELECT {OPERATOR_COLUMNS} FROM operators WHERE revoked_at_ms IS NULL \
-             ORDER BY created_at_ms, id"
+             ORDER BY seq"
         );
         let rows = sqlx::query(&sql)
             .fetch_all(&self.pool)
@@ -238,7 +238,7 @@ impl PgAccess {
     ) -> Result<Vec<MonitorToken>, ApiError> {
         let sql = format!(
             "SELECT {MONITOR_COLUMNS} FROM monitor_tokens WHERE revoked_at_ms IS NULL \
-             AND (expires_at_ms = 0 OR expires_at_ms > $1) ORDER BY created_at_ms, id"
+             AND (expires_at_ms = 0 OR expires_at_ms > $1) ORDER BY seq"
         );
         let rows = sqlx::query(&sql)
             .bind(now_ms)
@@ -335,24 +335,39 @@ impl PgAccess {
     }
 
     pub(crate) async fn list_audit(&self, query: &AuditQuery) -> Result<AuditPage, ApiError> {
-        let before_id = i64::try_from(query.before_id).unwrap_or(i64::MAX);
-        let sql = format!(
-            "SELECT {AUDIT_COLUMNS} FROM audit WHERE ($1 = 0 OR id < $1) \
-             AND ($2 = '' OR room_id = $2) \
-             AND ($3 = '' OR actor_id = $3 OR actor_name = $3) \
-             AND ($4 = '' OR action = $4) \
-             AND at_ms >= $5 AND ($6 = 0 OR at_ms <= $6) \
-             ORDER BY id DESC LIMIT $7"
-        );
+        // Only the filters asked for reach the statement, so each is an index condition
+        // (`audit_room`, `audit_action`, `audit_actor_*`) rather than an `OR` the plan must keep.
+        let mut builder = sqlx::QueryBuilder::<sqlx::Postgres>::new(format!(
+            "SELECT {AUDIT_COLUMNS} FROM audit WHERE at_ms >= "
+        ));
+        builder.push_bind(query.since_ms);
+        if query.until_ms != 0 {
+            builder.push(" AND at_ms <= ").push_bind(query.until_ms);
+        }
+        if query.before_id != 0 {
+            let before_id = i64::try_from(query.before_id).unwrap_or(i64::MAX);
+            builder.push(" AND id < ").push_bind(before_id);
+        }
+        if !query.room_id.is_empty() {
+            builder.push(" AND room_id = ").push_bind(&query.room_id);
+        }
+        if !query.operator.is_empty() {
+            builder
+                .push(" AND (actor_id = ")
+                .push_bind(&query.operator)
+                .push(" OR actor_name = ")
+                .push_bind(&query.operator)
+                .push(")");
+        }
+        if !query.action.is_empty() {
+            builder.push(" AND action = ").push_bind(&query.action);
+        }
         // One more than asked, to tell whether an older page exists.
-        let rows = sqlx::query(&sql)
-            .bind(before_id)
-            .bind(&query.room_id)
-            .bind(&query.operator)
-            .bind(&query.action)
-            .bind(query.since_ms)
-            .bind(query.until_ms)
-            .bind(i64::from(query.limit) + 1)
+        builder
+            .push(" ORDER BY id DESC LIMIT ")
+            .push_bind(i64::from(query.limit) + 1);
+        let rows = builder
+            .build()
             .fetch_all(&self.pool)
             .await
             .map_err(unavailable)?;

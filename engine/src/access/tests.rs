@@ -397,7 +397,7 @@ fn the_audit_limit_defaults_to_100_and_stops_at_500() {
         ..ListAuditRequest::default()
     })
     .unwrap_err();
-    assert_eq!(error.code, ErrorCode::InvalidRange);
+    assert_eq!(error.code, ErrorCode::InvalidAuditQuery);
 }
 
 #[tokio::test]
@@ -440,4 +440,27 @@ async fn audit_fields_are_cut_never_refused() {
     let kept = &page.entries[0];
     assert!(kept.summary.len() <= 4096 && kept.summary.chars().all(|c| c == 'é'));
     assert_eq!(kept.route.len(), 512);
+}
+
+#[tokio::test]
+async fn operators_and_tokens_are_listed_in_creation_order_within_a_millisecond_too() {
+    let access = Access::memory();
+    let now = qm_core::clock::now_ms();
+    let mut made = Vec::new();
+    let mut tokens = Vec::new();
+    for tag in 1..=30u8 {
+        made.push(create(&access, &format!("op{tag}"), "viewer", &[tag]).await);
+        let new = new_monitor_token(monitor_request("", &[100 + tag], 0), now).unwrap();
+        tokens.push(access.create_monitor_token(new).await.unwrap());
+    }
+    assert_eq!(access.list_operators().await.unwrap(), made);
+    assert_eq!(access.list_monitor_tokens().await.unwrap(), tokens);
+}
+
+#[test]
+fn the_creator_is_kept_bounded() {
+    let mut request = operator_request("ann", "viewer", &[1]);
+    request.created_by = "é".repeat(1000);
+    let new = new_operator(request).unwrap();
+    assert!(new.created_by.len() <= 256 && new.created_by.starts_with('é'));
 }

@@ -340,7 +340,7 @@ async fn the_audit_trail_appends_and_lists_newest_first_filtered_and_paged() {
         })
         .await
         .map_err(|status| ApiError::from_status(&status));
-    assert_eq!(code(backwards), ErrorCode::InvalidRange);
+    assert_eq!(code(backwards), ErrorCode::InvalidAuditQuery);
 
     let mut paged = Vec::new();
     let mut before_id = 0;
@@ -364,6 +364,28 @@ async fn the_audit_trail_appends_and_lists_newest_first_filtered_and_paged() {
         before_id = page.next_before_id;
     }
     assert_eq!((paged, pages), (newest_first, 3));
+
+    // Paging keeps the filters: one room, two a page.
+    let mut paged = Vec::new();
+    let mut before_id = 0;
+    loop {
+        let page = list_audit(
+            &mut engine,
+            ListAuditRequest {
+                room_id: "odd".to_owned(),
+                limit: 2,
+                before_id,
+                ..ListAuditRequest::default()
+            },
+        )
+        .await;
+        paged.extend(ids(&page));
+        if page.next_before_id == 0 {
+            break;
+        }
+        before_id = page.next_before_id;
+    }
+    assert_eq!(paged, pick(&[11, 9, 7, 5, 3, 1]));
 }
 
 #[tokio::test]
@@ -516,4 +538,20 @@ async fn the_durable_trail_refuses_update_delete_and_truncate() {
     let trail = list_audit(&mut engine, ListAuditRequest::default()).await;
     assert_eq!(trail.entries.len(), 1);
     assert_eq!(trail.entries[0].action, "room.rate");
+}
+
+#[tokio::test]
+async fn operators_are_listed_in_the_order_they_were_created() {
+    let app = spawn_app().await;
+    let mut engine = app.engine();
+    let mut made = Vec::new();
+    for tag in 1..=12u8 {
+        let name = format!("op {tag}");
+        made.push(
+            create_operator(&mut engine, &name, "viewer", &[tag])
+                .await
+                .expect("created"),
+        );
+    }
+    assert_eq!(operators(&mut engine).await, made);
 }
