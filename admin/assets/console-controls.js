@@ -294,7 +294,7 @@ window.QMConsoleControls = (() => {
   }
 
   return {
-    changeState, setRate, flush, eject, purge, deleteRoom,
+    changeState, setRate, flush, eject, purge, deleteRoom, confirmAction,
     openSchedule, submitSchedule, clearSchedule, openCreate, openEdit, submitRoom,
   };
 })();

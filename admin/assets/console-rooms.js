@@ -17,6 +17,7 @@ window.QMConsoleRooms = (() => {
   const Draw = window.QMConsoleDraw;
   const Visitors = window.QMConsoleVisitors;
   const { $, $$, fmt, state, api, describe, roomById, cardOf, rateOf, duration, localTime } = window.QMConsoleCore;
+  const Access = window.QMConsoleAccess;
   const { RANGES } = Draw;
 
   /** Which badges a room earns, each with the measured numbers behind it. */
@@ -87,6 +88,7 @@ window.QMConsoleRooms = (() => {
     const labelled = 'room-' + id;
     card.setAttribute('aria-labelledby', labelled);
     $('.room-select', card).id = labelled;
+    Access.gate(card);
     return card;
   }
 
@@ -144,6 +146,10 @@ window.QMConsoleRooms = (() => {
     } else {
       schedule.hidden = true;
     }
+
+    // A room read through a shared monitor link comes back with these blanked (`redacted`):
+    // the card says so rather than showing empty values as if they were the settings.
+    $('.room-redacted', card).hidden = room.redacted !== true;
 
     const points = state.history.get(room.id) || [];
     Draw.sparkline($('svg.sparkline', card), points, 'Waiting in ' + (room.name || room.id));

@@ -1,6 +1,10 @@
-// The console's session: signing in with the admin key (POST /api/admin/session, whose HttpOnly
-// cookie this script never reads), signing out, noticing a session that ended elsewhere, and the
-// first question at load (GET /api/admin/session) of whether this browser is signed in.
+// The console's session: signing in with the admin key, an operator key or a monitor token
+// (POST /api/admin/session, whose HttpOnly cookie this script never reads; the answer names
+// who signed in and their role), signing out, noticing a session that ended elsewhere, and the
+// first question at load (GET /api/admin/session) of whether this browser is signed in. A
+// shared monitor link (`#monitor=<token>`) signs in read-only with the token from the URL
+// fragment, which no browser sends to a server; the page takes it out of the address bar
+// before anything else and sends it only in the sign-in body.
 'use strict';
 
 window.QMConsoleSession = (() => {
@@ -8,12 +12,15 @@ window.QMConsoleSession = (() => {
   const SESSION_CHECK_MS = 30000;
 
   const { root, $, state, api, describe, onSessionEnded, setStatus } = window.QMConsoleCore;
+  const Access = window.QMConsoleAccess;
   const { resetRooms, refreshChart } = window.QMConsoleRooms;
   const { startStream, stopStream, pollRooms } = window.QMConsoleStream;
 
   function showSignIn(notice) {
     state.signedIn = false;
     hint(false);
+    monitorHint(false);
+    Access.clearPrincipal();
     stopStream();
     root.dataset.console = 'signed-out';
     $('#app').hidden = true;
@@ -28,7 +35,9 @@ window.QMConsoleSession = (() => {
     key.focus();
   }
 
-  function showApp() {
+  /** `who` is the server's {name, role, …} of the signed-in principal. */
+  function showApp(who, monitor) {
+    Access.setPrincipal(who, monitor);
     state.signedIn = true;
     hint(true);
     root.dataset.console = 'ready';
@@ -52,7 +61,7 @@ window.QMConsoleSession = (() => {
   function sessionEnded() {
     if (!state.signedIn) return;
     resetRooms();
-    showSignIn('Your console session ended: it expired, was signed out elsewhere, or the admin process restarted. Sign in again to carry on.');
+    showSignIn('Your console session ended: it expired, was signed out elsewhere, the key or share link it signed in with was revoked, or the admin process restarted. Sign in again to carry on.');
   }
 
   onSessionEnded(sessionEnded);
@@ -72,22 +81,28 @@ window.QMConsoleSession = (() => {
     }
     button.disabled = true;
     try {
-      await api('POST', '/session', { key: key.value });
+      const monitor = key.value.startsWith('qmm_');
+      const who = await api('POST', '/session', { key: key.value });
       key.value = '';
       $('#signin-notice').hidden = true;
-      showApp();
-      setStatus('Signed in.', 'ok');
-      const first = $('#new-room');
+      monitorHint(monitor);
+      showApp(who, monitor);
+      setStatus('Signed in as ' + (who.name || 'unknown') + ' (' + (monitor ? 'shared view, read only' : who.role) + ').', 'ok');
+      const first = $('#rooms-heading');
       if (first) first.focus();
     } catch (failure) {
       key.setAttribute('aria-invalid', 'true');
-      error.textContent = failure.status === 401
-        ? 'That key is not the admin key of this server.'
-        : 'Sign-in failed: ' + describe(failure);
+      error.textContent = signInRefusal(failure);
       key.select();
     } finally {
       button.disabled = false;
     }
+  }
+
+  function signInRefusal(failure) {
+    if (failure.status === 401) return 'This server does not accept that key: it is not the admin key, nor a live operator key or monitor token (a revoked one stops working at once).';
+    if (failure.code === 'too_many_auth_failures') return 'Too many wrong keys from this address: sign-in is locked for now, whatever key is typed. ' + failure.message;
+    return 'Sign-in failed: ' + describe(failure);
   }
 
   async function signOut() {
@@ -118,6 +133,51 @@ window.QMConsoleSession = (() => {
     }
   }
 
+  // Whether this tab signed in from a share link, in case the server's answer does not say.
+  const MONITOR_HINT = 'qm_console_monitor';
+
+  function monitorHint(on) {
+    try {
+      if (on) sessionStorage.setItem(MONITOR_HINT, '1');
+      else sessionStorage.removeItem(MONITOR_HINT);
+    } catch (_) {
+      // Storage can be off; the server's role then decides alone.
+    }
+  }
+
+  function monitorHinted() {
+    try {
+      return sessionStorage.getItem(MONITOR_HINT) !== null;
+    } catch (_) {
+      return false;
+    }
+  }
+
+  /** The token of a `#monitor=<token>` link, taken out of the address bar at once. */
+  function takeMonitorToken() {
+    const match = /^#monitor=([^&]+)/.exec(window.location.hash || '');
+    if (!match) return null;
+    history.replaceState(null, '', window.location.pathname + window.location.search);
+    try {
+      return decodeURIComponent(match[1]);
+    } catch (_) {
+      return match[1];
+    }
+  }
+
+  async function openSharedView(token) {
+    try {
+      const who = await api('POST', '/session', { key: token });
+      monitorHint(true);
+      showApp(who, true);
+      setStatus('Shared view: read only.', 'ok');
+    } catch (failure) {
+      showSignIn(failure.status === 401
+        ? 'This share link no longer works: it was revoked or has expired. Ask whoever shared it for a new one.'
+        : 'The share link could not be opened: ' + signInRefusal(failure));
+    }
+  }
+
   function hinted() {
     try {
       return localStorage.getItem(HINT) !== null;
@@ -127,13 +187,18 @@ window.QMConsoleSession = (() => {
   }
 
   async function boot() {
+    const token = takeMonitorToken();
+    if (token) {
+      await openSharedView(token);
+      return;
+    }
     if (!hinted()) {
       showSignIn('');
       return;
     }
     try {
-      await api('GET', '/session');
-      showApp();
+      const who = await api('GET', '/session');
+      showApp(who, monitorHinted());
     } catch (failure) {
       if (failure.status === 401) {
         showSignIn('');
@@ -142,6 +207,13 @@ window.QMConsoleSession = (() => {
       }
     }
   }
+
+  // A share link opened in a tab already showing the console changes only the fragment, which
+  // reloads nothing: the page notices and signs in with it the same way.
+  window.addEventListener('hashchange', () => {
+    const token = takeMonitorToken();
+    if (token) openSharedView(token);
+  });
 
   return { signIn, signOut, boot };
 })();

@@ -3,8 +3,10 @@
 // its own hashed file in this order: console-draw.js (the SVG drawings), console-form.js (the
 // room form's fields), console-visitors.js (the find-a-visitor box and the connectors that checked in), console-core.js (state,
 // the admin API, the status line), console-rooms.js (the rooms list and the chart),
-// console-stream.js (the live stream), console-session.js (sign-in and sign-out) and
-// console-controls.js (every control of a room and the dialogs).
+// console-access.js (who is signed in, and what their role may use), console-stream.js (the
+// live stream), console-session.js (sign-in and sign-out), console-controls.js (every control
+// of a room and the dialogs) and console-admin.js (the audit trail, operators, share links and
+// the shutdown).
 //
 // The page runs under `default-src 'self'` with no inline script or style: markup lives in
 // console.html, colours in console.css, and the scripts only set text, attributes and classes.
@@ -12,6 +14,8 @@
 
 (() => {
   const Visitors = window.QMConsoleVisitors;
+  const Access = window.QMConsoleAccess;
+  const Admin = window.QMConsoleAdmin;
   const { RANGES } = window.QMConsoleDraw;
   const { $, $$, state, api, describe, roomById, cardOf, rateOf, openDialog, restoreFocus } = window.QMConsoleCore;
   const { applyFilter, select, moveSelection, drawChart, refreshChart, setRange } = window.QMConsoleRooms;
@@ -60,7 +64,7 @@
         $('#room-filter').focus();
         break;
       case 'n':
-        openCreate();
+        if (!Access.refuse('operator')) openCreate();
         break;
       case 'j':
         moveSelection(1);
@@ -70,7 +74,7 @@
         break;
       case 'e':
         if (!selectedCard) return;
-        openEdit(state.selected, null);
+        if (!Access.refuse('operator')) openEdit(state.selected, null);
         break;
       case 'r':
         if (!selectedCard) return;
@@ -140,7 +144,10 @@
       if (card && card.dataset.roomId !== state.selected) select(card.dataset.roomId, false);
     });
 
-    Visitors.wire({ room: () => state.selected, api, describe });
+    // A shared view reads no visitor and no connector: those are not for a monitor token.
+    Visitors.wire({ room: () => (Access.principal.monitor ? null : state.selected), api, describe });
+    Admin.wire();
+    Access.onPrincipal(() => Admin.showPage('rooms', false));
     $('#room-form').addEventListener('submit', submitRoom);
     $('#schedule-form').addEventListener('submit', submitSchedule);
     $('#schedule-clear').addEventListener('click', clearSchedule);

@@ -30,10 +30,11 @@ const CONSOLE_CSS: &str = include_str!("../assets/console.css");
 
 /// The console's scripts in the order the page runs them, each with the placeholder of its
 /// `<script src>` in console.html: the drawing, form and visitor-lookup helpers; the shared
-/// state and API call; the rooms list and chart, the live stream, the session and the room
-/// controls, each using only the ones before it; the keyboard and wiring last, which starts
-/// it all.
-const SCRIPTS: [(&str, &str, &str); 9] = [
+/// state and API call; who is signed in and what their role may use; the rooms list and
+/// chart, the live stream, the session, the room controls and the audit, operator, share-link
+/// and shutdown pages, each using only the ones before it; the keyboard and wiring last, which
+/// starts it all.
+const SCRIPTS: [(&str, &str, &str); 11] = [
     (
         "console-draw",
         "{{draw_js_path}}",
@@ -55,6 +56,11 @@ const SCRIPTS: [(&str, &str, &str); 9] = [
         include_str!("../assets/console-core.js"),
     ),
     (
+        "console-access",
+        "{{access_js_path}}",
+        include_str!("../assets/console-access.js"),
+    ),
+    (
         "console-rooms",
         "{{rooms_js_path}}",
         include_str!("../assets/console-rooms.js"),
@@ -73,6 +79,11 @@ const SCRIPTS: [(&str, &str, &str); 9] = [
         "console-controls",
         "{{controls_js_path}}",
         include_str!("../assets/console-controls.js"),
+    ),
+    (
+        "console-admin",
+        "{{admin_js_path}}",
+        include_str!("../assets/console-admin.js"),
     ),
     (
         "console",

@@ -51,7 +51,7 @@ async fn press(browser: &Browser, key: &str) {
         .unwrap_or_else(|error| panic!("{error}"));
 }
 
-async fn wait_console(browser: &Browser, expected: &str) {
+pub(super) async fn wait_console(browser: &Browser, expected: &str) {
     wait_for(&format!("data-console=\"{expected}\""), SHOWN, || async {
         match browser.html_attr("data-console").await? {
             Some(state) if state == expected => Ok(()),

@@ -4,6 +4,7 @@
 //! `chromium-driver` and npm (the harness fetches axe-core with it when missing, see
 //! `qm_tests::axe`).
 
+mod access;
 mod console;
 mod console_controls;
 mod inline;
