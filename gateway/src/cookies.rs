@@ -322,17 +322,16 @@ mod tests {
     }
 
     #[test]
-    fn a_stuffed_jar_is_read_in_linear_time_and_evicts_a_bounded_number() {
-        // 10,000 room-named cookies: quadratic reading took ~72 ms of CPU; linear takes well
-        // under one (the bound here is generous for a debug build on a shared machine).
+    fn a_stuffed_jar_is_read_whole_and_evicts_a_bounded_number() {
+        // 10,000 room-named cookies, read whole. How fast (the reading is linear; a quadratic
+        // one took ~72 ms of CPU here) is measured by the hostile-client test, never asserted
+        // as a time in a test.
         let header: Vec<String> = (0..10_000)
             .map(|index| format!("qm_room{index}={}", token_with_iat(index)))
             .collect();
         let header = header.join("; ");
-        let started = std::time::Instant::now();
         let jar = cookies(&header);
         let evicted = rooms_to_evict(&jar, "joining", 8);
-        let elapsed = started.elapsed();
         assert_eq!(jar.iter().count(), 10_000);
         assert_eq!(jar.get("qm_room9999"), Some(token_with_iat(9999).as_str()));
         // A bounded number of rooms per response, the oldest first.
@@ -344,10 +343,6 @@ mod tests {
         };
         let lines = place_cookies(&policy, &jar, "joining", "t", "s", 8);
         assert_eq!(lines.len(), 2 + 3 * EVICTIONS_PER_RESPONSE);
-        assert!(
-            elapsed < std::time::Duration::from_millis(500),
-            "{elapsed:?}"
-        );
     }
 
     #[test]
