@@ -8,6 +8,7 @@
 
 mod admitted;
 mod gate;
+mod origin_pool;
 mod own_routes;
 mod page;
 mod proxy;

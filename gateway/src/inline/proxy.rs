@@ -1,7 +1,7 @@
-//! Forwarding an admitted request to the room's `proxyOrigin` with hyper-util's pooled client
-//! (one per gateway, keep-alive connections to each origin). Both bodies stream: nothing is
-//! buffered, so the visitor routes' 16 KiB JSON limit never applies here, and a slow answer
-//! reaches the browser chunk by chunk. Hop-by-hop headers (and any a `Connection` header names)
+//! Forwarding an admitted request to the room's `proxyOrigin` over the gateway's keep-alive
+//! connections to each origin ([`super::origin_pool`], hyper's HTTP/1 client connections). Both
+//! bodies stream: nothing is buffered whole, so the visitor routes' 16 KiB JSON limit never
+//! applies here, and a slow answer reaches the browser chunk by chunk. Hop-by-hop headers (and any a `Connection` header names)
 //! are dropped both ways; `X-Forwarded-For` is appended to, `-Proto` and `-Host` set; the
 //! queue's own cookies never reach the origin. The origin must answer within
 //! INLINE_ORIGIN_TIMEOUT_SEC (connect and response head); a body already streaming is never cut.
@@ -9,15 +9,13 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
 use http::header::{CONNECTION, COOKIE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use qm_core::{ApiError, ErrorCode};
+
+use super::origin_pool::OriginPool;
 
 /// Headers that describe one connection, never the message: not forwarded either way.
 const HOP_BY_HOP: &[&str] = &[
@@ -32,19 +30,43 @@ const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
-/// How long an idle pooled connection to an origin is kept.
-const POOL_IDLE: Duration = Duration::from_secs(60);
-
 /// The one origin client of a gateway.
 pub(super) struct OriginClient {
-    client: Client<HttpConnector, Body>,
+    pool: OriginPool,
     timeout: Duration,
+}
+
+/// Where a room's requests are forwarded: its proxyOrigin, read once when the room's settings
+/// are, so a request pays for none of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct OriginTarget {
+    /// `host:port` (or `host`), what the connection is opened to.
+    authority: Box<str>,
+    /// The same, as the Host header the origin gets.
+    host: HeaderValue,
+}
+
+impl OriginTarget {
+    /// The target of a proxyOrigin `http://host[:port]`; `None` for anything else (the gate
+    /// speaks plain http to the site's internal address).
+    pub(super) fn parse(proxy_origin: &str) -> Option<OriginTarget> {
+        let authority = proxy_origin.strip_prefix("http://")?.trim_end_matches('/');
+        if authority.is_empty() || authority.contains('/') {
+            return None;
+        }
+        Some(OriginTarget {
+            authority: authority.into(),
+            host: HeaderValue::from_str(authority).ok()?,
+        })
+    }
 }
 
 /// What the gate tells the origin about the visitor's request.
 pub(super) struct Forwarding<'a> {
-    /// `http://host[:port]`, the room's proxyOrigin.
+    /// The room's proxyOrigin as written, for the log.
     pub(super) origin: &'a str,
+    /// Where it points; `None` when it is not an `http://` origin.
+    pub(super) target: Option<&'a OriginTarget>,
     /// The socket peer, appended to X-Forwarded-For.
     pub(super) peer: IpAddr,
     /// The scheme the browser used (a trusted proxy's X-Forwarded-Proto, else http).
@@ -55,13 +77,10 @@ pub(super) struct Forwarding<'a> {
 
 impl OriginClient {
     pub(super) fn new(timeout: Duration) -> OriginClient {
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(timeout));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE)
-            .build(connector);
-        OriginClient { client, timeout }
+        OriginClient {
+            pool: OriginPool::default(),
+            timeout,
+        }
     }
 
     /// Sends `request` on to the origin and answers what it answers, streaming.
@@ -70,24 +89,29 @@ impl OriginClient {
         request: Request,
         to: &Forwarding<'_>,
     ) -> Result<Response, ApiError> {
-        if !to.origin.starts_with("http://") {
+        let Some(target) = to.target else {
             return Err(ApiError::new(
                 ErrorCode::OriginUnavailable,
                 "the gate forwards over plain http only: set the room's proxyOrigin to the site's internal http:// address",
             ));
-        }
+        };
         let (mut parts, body) = request.into_parts();
-        let path = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |path_and_query| path_and_query.as_str());
-        parts.uri = format!("{}{path}", to.origin)
-            .parse::<Uri>()
-            .map_err(|_| unavailable("the request's path cannot be sent to the origin"))?;
+        // Origin-form, as a client sends it to the server it is connected to.
+        if parts.uri.scheme().is_some() || parts.uri.path_and_query().is_none() {
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |path_and_query| path_and_query.as_str());
+            parts.uri = path
+                .parse::<Uri>()
+                .map_err(|_| unavailable("the request's path cannot be sent to the origin"))?;
+        }
         parts.version = http::Version::HTTP_11;
         prepare_request_headers(&mut parts.headers, to);
+        parts.headers.insert(HOST, target.host.clone());
         let outgoing = http::Request::from_parts(parts, body);
-        let answer = tokio::time::timeout(self.timeout, self.client.request(outgoing)).await;
+        let answer =
+            tokio::time::timeout(self.timeout, self.pool.send(&target.authority, outgoing)).await;
         let response = match answer {
             Ok(Ok(response)) => response,
             Ok(Err(error)) => {
@@ -105,7 +129,7 @@ impl OriginClient {
         };
         let (mut parts, body) = response.into_parts();
         drop_hop_by_hop(&mut parts.headers);
-        Ok(Response::from_parts(parts, Body::new(body)))
+        Ok(Response::from_parts(parts, body))
     }
 }
 
@@ -116,23 +140,38 @@ fn unavailable(message: &str) -> ApiError {
 /// The visitor's headers as the origin gets them.
 fn prepare_request_headers(headers: &mut HeaderMap, to: &Forwarding<'_>) {
     drop_hop_by_hop(headers);
-    // The client names the origin itself; the browser's Host travels as X-Forwarded-Host.
+    // The origin's own host is named by the caller; the browser's Host travels as
+    // X-Forwarded-Host.
     headers.remove(HOST);
     strip_queue_cookies(headers);
-    let mut chain: Vec<String> = headers
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|value| !value.is_empty())
-        .map(str::to_owned)
-        .collect();
-    chain.push(to.peer.to_string());
-    let forwarded_for = chain.join(", ");
-    set(headers, "x-forwarded-for", &forwarded_for);
-    set(headers, "x-forwarded-proto", to.scheme);
+    let peer = to.peer.to_string();
+    let forwarded_for = match headers.get_all(X_FORWARDED_FOR).iter().next() {
+        None => peer,
+        Some(_) => {
+            let mut chain = String::new();
+            for value in headers
+                .get_all(X_FORWARDED_FOR)
+                .iter()
+                .filter_map(|value| value.to_str().ok())
+                .map(str::trim)
+                .filter(|value| !value.is_empty())
+            {
+                chain.push_str(value);
+                chain.push_str(", ");
+            }
+            chain.push_str(&peer);
+            chain
+        }
+    };
+    set(headers, X_FORWARDED_FOR, &forwarded_for);
+    headers.insert(
+        HeaderName::from_static("x-forwarded-proto"),
+        HeaderValue::from_static(to.scheme),
+    );
     set(headers, "x-forwarded-host", to.host);
 }
+
+const X_FORWARDED_FOR: &str = "x-forwarded-for";
 
 fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
     if let Ok(value) = HeaderValue::from_str(value) {
@@ -142,8 +181,15 @@ fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
     }
 }
 
-/// Removes the hop-by-hop headers and every header a `Connection` header names.
+/// Removes the hop-by-hop headers and every header a `Connection` header names. Most messages
+/// carry none of them, so one look over the names comes first.
 fn drop_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers
+        .keys()
+        .any(|name| HOP_BY_HOP.contains(&name.as_str()))
+    {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(CONNECTION)
         .iter()
@@ -164,27 +210,47 @@ fn is_queue_cookie(name: &str) -> bool {
     name.starts_with("qm_") || name.starts_with("qms_")
 }
 
+/// The cookie pairs of a Cookie header value.
+fn cookie_items(text: &str) -> impl Iterator<Item = &str> {
+    text.split(';')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+}
+
+fn cookie_name(item: &str) -> &str {
+    item.split_once('=').map_or(item, |(name, _)| name).trim()
+}
+
 /// The Cookie headers without the queue's own cookies, folded into one (as HTTP/1.1 sends it).
+/// Left as they are when they hold none of the queue's cookies.
 fn strip_queue_cookies(headers: &mut HeaderMap) {
-    if !headers.contains_key(COOKIE) {
+    let mut values = headers.get_all(COOKIE).iter();
+    let Some(first) = values.next() else {
+        return;
+    };
+    if values.next().is_none()
+        && first
+            .to_str()
+            .is_ok_and(|text| !cookie_items(text).any(|item| is_queue_cookie(cookie_name(item))))
+    {
         return;
     }
-    let kept: Vec<String> = headers
+    let mut kept = String::new();
+    for item in headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .flat_map(|text| text.split(';'))
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-        .filter(|item| {
-            let name = item.split_once('=').map_or(*item, |(name, _)| name).trim();
-            !is_queue_cookie(name)
-        })
-        .map(str::to_owned)
-        .collect();
+        .flat_map(cookie_items)
+        .filter(|item| !is_queue_cookie(cookie_name(item)))
+    {
+        if !kept.is_empty() {
+            kept.push_str("; ");
+        }
+        kept.push_str(item);
+    }
     headers.remove(COOKIE);
     if !kept.is_empty()
-        && let Ok(value) = HeaderValue::from_str(&kept.join("; "))
+        && let Ok(value) = HeaderValue::from_str(&kept)
     {
         headers.insert(COOKIE, value);
     }
@@ -198,6 +264,7 @@ mod tests {
     fn forwarding() -> Forwarding<'static> {
         Forwarding {
             origin: "http://10.0.0.5:8080",
+            target: None,
             peer: "203.0.113.9".parse().unwrap(),
             scheme: "https",
             host: "shop.example",

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use qm_core::ApiError;
 use qm_proto::RoomRef;
 
+use super::proxy::OriginTarget;
 use crate::GatewayState;
 
 /// How long a RoomInfo answer is used before the engine is asked again.
@@ -23,6 +24,8 @@ pub(super) struct InlineRoom {
     pub(super) found: bool,
     /// `scheme://host[:port]`, empty when the room has none.
     pub(super) proxy_origin: String,
+    /// Where `proxy_origin` points, when it is an `http://` origin.
+    pub(super) target: Option<OriginTarget>,
     /// `onBackendDown: "open"`: forward unqueued while the backend is down.
     pub(super) open_when_down: bool,
 }
@@ -59,6 +62,7 @@ impl RoomCache {
                 let info = info.into_inner();
                 let room = Arc::new(InlineRoom {
                     found: info.found,
+                    target: OriginTarget::parse(&info.proxy_origin),
                     proxy_origin: info.proxy_origin,
                     open_when_down: info.on_backend_down == "open",
                 });

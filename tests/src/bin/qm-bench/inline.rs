@@ -1,9 +1,9 @@
 //! `qm-bench inline`: requests/s of an admitted visitor through the inline gate (the door check,
-//! remembered for up to a second per door-session key, then the pooled forward to the origin), beside the same origin hit directly by
-//! the same client with the same concurrency, and beside a bare forwarding proxy (hyper-util's
-//! pooled client, no door check, no header work) in front of the same origin: the share of the
-//! direct figure that forwarding alone costs on this machine. The origin is the test origin's
-//! `/hello`.
+//! remembered for up to a second per door-session key, then the forward to the origin), beside
+//! the same origin hit directly, and beside a bare forwarding proxy (hyper-util's pooled client,
+//! no door check, no header work) in front of the same origin: the share of the direct figure
+//! that forwarding alone costs on this machine. The origin is the test origin's `/hello`; the
+//! load generator is wrk, a separate process able to saturate the origin hit directly.
 
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -14,6 +14,7 @@ use qm_tests::origin::TestOrigin;
 use reqwest::header::{COOKIE, HOST};
 use serde_json::json;
 
+use crate::wrk::{self, WrkLoad, WrkRun};
 use crate::{Run, client, drive_with, num_cpus};
 
 const HOST_NAME: &str = "shop.bench";
@@ -80,7 +81,35 @@ async fn bare_proxy(origin: String) -> String {
     format!("http://{addr}")
 }
 
-pub(crate) async fn inline(requests: usize, concurrency: usize, store: &str) -> anyhow::Result<()> {
+/// The settings of one `qm-bench inline` invocation.
+pub(crate) struct InlineBench {
+    pub(crate) store: String,
+    pub(crate) concurrency: usize,
+    pub(crate) threads: usize,
+    pub(crate) seconds: u64,
+    pub(crate) rounds: usize,
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        len if len % 2 == 1 => sorted[len / 2],
+        len => (sorted[len / 2 - 1] + sorted[len / 2]) / 2.0,
+    }
+}
+
+pub(crate) async fn inline(bench: InlineBench) -> anyhow::Result<()> {
+    let InlineBench {
+        store,
+        concurrency,
+        threads,
+        seconds,
+        rounds,
+    } = bench;
+    let store = store.as_str();
+    wrk::require()?;
     let backing = match store {
         "memory" => None,
         "valkey" => {
@@ -131,38 +160,78 @@ pub(crate) async fn inline(requests: usize, concurrency: usize, store: &str) -> 
         .ok_or_else(|| anyhow::anyhow!("the first page opens a door session: {}", first.text))?;
     let cookie = format!("{cookie}; qm_dk_{ROOM}={door_key}");
     let gate_headers = [(HOST, HOST_NAME.to_owned()), (COOKIE, cookie)];
-    // Warm both paths (connections, pools, allocators) before measuring.
-    drive_get(&http, &direct_url, &[], concurrency * 4, concurrency).await;
-    drive_get(&http, &proxy_url, &[], concurrency * 4, concurrency).await;
-    drive_get(
-        &http,
-        &gate_url,
-        &gate_headers,
-        concurrency * 4,
-        concurrency,
-    )
-    .await;
-    // Alternate, twice each, so a noisy moment on the shared machine hits both sides.
+    // Every path must answer 200 `hello` before it is measured (wrk counts statuses only);
+    // this also warms connections, pools and allocators.
+    for (url, headers) in [
+        (&direct_url, &[][..]),
+        (&proxy_url, &[][..]),
+        (&gate_url, &gate_headers[..]),
+    ] {
+        let warm = drive_get(&http, url, headers, concurrency * 4, concurrency).await;
+        anyhow::ensure!(
+            warm.failures == 0,
+            "{url}: {} of {} warm-up requests did not answer 200 hello",
+            warm.failures,
+            concurrency * 4
+        );
+    }
+    // wrk replaces its own Host header only when given one spelled `Host`; a lower-case name
+    // would send two, and the first (the gateway's address) names no inline host.
+    let gate_wrk_headers = [
+        format!("Host: {HOST_NAME}"),
+        format!("Cookie: {}", gate_headers[1].1),
+    ];
+    let load = WrkLoad {
+        threads,
+        connections: concurrency,
+        seconds,
+    };
+    // Alternate, so a noisy moment on the shared machine hits all three.
     let mut direct = Vec::new();
     let mut proxied = Vec::new();
     let mut gated = Vec::new();
-    for _ in 0..2 {
-        direct.push(drive_get(&http, &direct_url, &[], requests, concurrency).await);
-        proxied.push(drive_get(&http, &proxy_url, &[], requests, concurrency).await);
-        gated.push(drive_get(&http, &gate_url, &gate_headers, requests, concurrency).await);
+    for _ in 0..rounds {
+        direct.push(wrk::run(&direct_url, &[], load).await?);
+        proxied.push(wrk::run(&proxy_url, &[], load).await?);
+        gated.push(wrk::run(&gate_url, &gate_wrk_headers, load).await?);
+    }
+    // A run with failures says what they were, and what one request answers now.
+    for (url, headers, runs) in [
+        (&direct_url, &[][..], &direct),
+        (&proxy_url, &[][..], &proxied),
+        (&gate_url, &gate_headers[..], &gated),
+    ] {
+        for run in runs.iter().filter(|run| run.failures > 0) {
+            eprint!("{url}: {}", run.failure_lines);
+        }
+        if runs.iter().any(|run| run.failures > 0) {
+            let request = headers
+                .iter()
+                .fold(http.get(url.as_str()), |request, (name, value)| {
+                    request.header(name, value)
+                });
+            match request.send().await {
+                Ok(answer) => {
+                    let status = answer.status();
+                    let body = answer.text().await.unwrap_or_default();
+                    eprintln!("{url}: one request now answers {status}: {body:.200}");
+                }
+                Err(error) => eprintln!("{url}: one request now fails: {error}"),
+            }
+        }
     }
     app.stop().await;
 
     println!(
-        "qm-bench inline  store={store} requests={requests} concurrency={concurrency} cores={}",
+        "qm-bench inline  store={store} wrk -t{threads} -c{concurrency} -d{seconds}s rounds={rounds} cores={}",
         num_cpus()
     );
     println!(
         "{:<34} {:>12} {:>10} {:>10} {:>9}",
         "run", "requests/s", "p50 ms", "p99 ms", "failures"
     );
-    let rounds = direct.iter().zip(&proxied).zip(&gated).enumerate();
-    for (index, ((direct, proxied), gated)) in rounds {
+    let rows = direct.iter().zip(&proxied).zip(&gated).enumerate();
+    for (index, ((direct, proxied), gated)) in rows {
         for (name, run) in [
             ("origin direct", direct),
             ("bare forwarding proxy", proxied),
@@ -171,34 +240,50 @@ pub(crate) async fn inline(requests: usize, concurrency: usize, store: &str) -> 
             println!(
                 "{:<34} {:>12.0} {:>10.2} {:>10.2} {:>9}",
                 format!("{name} #{}", index + 1),
-                run.per_second(),
-                run.percentile(0.50).as_secs_f64() * 1000.0,
-                run.percentile(0.99).as_secs_f64() * 1000.0,
+                run.per_second,
+                run.p50_ms,
+                run.p99_ms,
                 run.failures
             );
         }
     }
-    let best = |runs: &[Run]| runs.iter().map(Run::per_second).fold(0.0, f64::max);
-    let ratio = best(&gated) / best(&direct);
-    let proxy_ratio = best(&proxied) / best(&direct);
+    let per_round = |runs: &[WrkRun], over: &[WrkRun]| -> Vec<f64> {
+        runs.iter()
+            .zip(over)
+            .map(|(run, base)| (run.per_second / base.per_second * 1000.0).round() / 1000.0)
+            .collect()
+    };
+    let gated_over_direct = per_round(&gated, &direct);
+    let proxy_over_direct = per_round(&proxied, &direct);
+    let gated_over_proxy = per_round(&gated, &proxied);
     println!(
-        "gated ÷ direct (best of each): {ratio:.2}   bare proxy ÷ direct: {proxy_ratio:.2}   gated ÷ bare proxy: {:.2}",
-        best(&gated) / best(&proxied)
+        "per round: gated ÷ direct {gated_over_direct:?}   bare proxy ÷ direct {proxy_over_direct:?}   gated ÷ bare proxy {gated_over_proxy:?}"
     );
+    println!(
+        "median: gated ÷ direct {:.2}   bare proxy ÷ direct {:.2}   gated ÷ bare proxy {:.2}",
+        median(&gated_over_direct),
+        median(&proxy_over_direct),
+        median(&gated_over_proxy)
+    );
+    let rates = |runs: &[WrkRun]| {
+        runs.iter()
+            .map(|run| run.per_second.round())
+            .collect::<Vec<_>>()
+    };
     let report = json!({
         "bench": "inline",
         "store": store,
-        "requests": requests,
-        "concurrency": concurrency,
-        "direct_rps": direct.iter().map(|run| run.per_second().round()).collect::<Vec<_>>(),
-        "bare_proxy_rps": proxied.iter().map(|run| run.per_second().round()).collect::<Vec<_>>(),
-        "gated_rps": gated.iter().map(|run| run.per_second().round()).collect::<Vec<_>>(),
-        "gated_p99_ms": gated.iter().map(|run| run.percentile(0.99).as_secs_f64() * 1000.0).collect::<Vec<_>>(),
-        "ratio": (ratio * 1000.0).round() / 1000.0,
-        "bare_proxy_ratio": (proxy_ratio * 1000.0).round() / 1000.0,
+        "load": format!("wrk -t{threads} -c{concurrency} -d{seconds}s"),
+        "direct_rps": rates(&direct),
+        "bare_proxy_rps": rates(&proxied),
+        "gated_rps": rates(&gated),
+        "gated_p99_ms": gated.iter().map(|run| run.p99_ms).collect::<Vec<_>>(),
+        "gated_over_direct": gated_over_direct,
+        "bare_proxy_over_direct": proxy_over_direct,
+        "gated_over_bare_proxy": gated_over_proxy,
     });
     println!("{report}");
-    let failures: usize = direct
+    let failures: u64 = direct
         .iter()
         .chain(&proxied)
         .chain(&gated)

@@ -16,6 +16,7 @@
 
 mod contention;
 mod inline;
+mod wrk;
 
 use std::convert::Infallible;
 use std::time::{Duration, Instant};
@@ -65,14 +66,20 @@ enum Bench {
         #[arg(long, default_value_t = 256)]
         concurrency: usize,
     },
-    /// An admitted visitor's GETs through the inline gate, beside the origin hit directly.
+    /// An admitted visitor's GETs through the inline gate, beside the origin hit directly (wrk).
     Inline {
-        /// Requests in each measured run.
-        #[arg(long, default_value_t = 20_000)]
-        requests: usize,
-        /// Requests in flight at once.
+        /// Requests in flight at once (wrk's connections).
         #[arg(long, default_value_t = 64)]
         concurrency: usize,
+        /// wrk's threads: 2 saturates the origin hit directly on a 2-core machine, 1 does not.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Seconds each measured run lasts.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Rounds of the three runs, alternated.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
         /// Store under test.
         #[arg(long, default_value = "memory")]
         store: String,
@@ -416,9 +423,20 @@ async fn main() -> anyhow::Result<()> {
             contention::contention(joins, concurrency).await
         }
         Bench::Inline {
-            requests,
             concurrency,
+            threads,
+            seconds,
+            rounds,
             store,
-        } => inline::inline(requests, concurrency, &store).await,
+        } => {
+            inline::inline(inline::InlineBench {
+                store,
+                concurrency,
+                threads,
+                seconds,
+                rounds,
+            })
+            .await
+        }
     }
 }
