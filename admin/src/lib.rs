@@ -24,6 +24,7 @@ mod operators;
 mod principal;
 mod rooms;
 mod routes;
+mod security;
 mod session;
 mod session_routes;
 mod targeting;

@@ -19,7 +19,7 @@ use http::Method;
 use crate::gate::{Gate, RouteRow, gate};
 use crate::principal::Grant;
 use crate::{
-    AdminState, audit, connectors, console, events, health, metrics, operators, rooms,
+    AdminState, audit, connectors, console, events, health, metrics, operators, rooms, security,
     session_routes, targeting, visitors,
 };
 
@@ -173,6 +173,7 @@ fn api_table() -> Vec<Row> {
         row(M::POST, "/sse-ticket", Read, None, events::mint_ticket),
         row(M::GET, "/events", Read, None, events::events),
         row(M::GET, "/metrics", Read, None, metrics::metrics),
+        row(M::GET, "/security", Read, None, security::security),
         row(M::GET, "/audit", ReadSensitive, None, audit::list),
         row(M::GET, "/operators", Own, None, operators::list),
         row(

@@ -24,6 +24,7 @@ pub mod memory;
 mod notify;
 mod outflow;
 mod rooms;
+mod security;
 mod service;
 mod shutdown;
 pub mod store;

@@ -23,8 +23,9 @@ use qm_proto::{
     DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest, HistoryReply, HistoryRequest,
     Lapsed, ListRoomsReply, ListRoomsRequest, LookupVisitorsReply, LookupVisitorsRequest,
     NotifyReply, NotifyRequest, PlaceReply, PurgeReply, PutRoomRequest, RoomInfoReply, RoomRef,
-    RoomReply, RoomView, ScheduleRequest, SeenReply, SeenRequest, SetRateRequest, SetStateRequest,
-    StatsReply, StatsRequest, StatusRequest, TargetingReply, TargetingRequest, WatchRequest,
+    RoomReply, RoomView, ScheduleRequest, SecurityReply, SecurityRequest, SeenReply, SeenRequest,
+    SetRateRequest, SetStateRequest, StatsReply, StatsRequest, StatusRequest, TargetingReply,
+    TargetingRequest, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -37,6 +38,7 @@ use crate::domain::{
 };
 use crate::history::History;
 use crate::notify::Notifier;
+use crate::security::{Flagged, ScoredJoin, SecurityLedger};
 use crate::shutdown::stopped;
 use crate::store::Store;
 use crate::targeting_counters::TargetingCounters;
@@ -63,6 +65,12 @@ pub(crate) struct EngineService {
     check_ins: Arc<CheckIns>,
     /// Operators, monitor tokens and the audit trail.
     access: Arc<Access>,
+    /// Bot protection's account of the joins this engine ran.
+    security: Arc<SecurityLedger>,
+    /// The key of the client digests in that account (from SECRET).
+    client_digest_key: [u8; 32],
+    /// When this engine started counting (epoch ms): the security account's `since`.
+    started_ms: i64,
 }
 
 impl EngineService {
@@ -84,6 +92,9 @@ impl EngineService {
             targeting_counters: Arc::default(),
             check_ins: Arc::default(),
             access: Arc::new(Access::memory()),
+            security: Arc::default(),
+            client_digest_key: [0; 32],
+            started_ms: qm_core::clock::now_ms(),
         }
     }
 
@@ -99,7 +110,57 @@ impl EngineService {
             ref_keys: keyring.derived_keys(qm_core::support_ref::SUPPORT_REF_INFO),
             session_key,
         });
+        self.client_digest_key = keyring
+            .derived_keys(qm_core::bot::CLIENT_DIGEST_INFO)
+            .first()
+            .copied()
+            .unwrap_or_default();
         self
+    }
+
+    /// Counts a join in bot protection's account: its score, and whether `enforce` refused
+    /// it a new place or `monitor` let in one that `enforce` would have refused. The room's
+    /// mode is read only for a script-like join that got a new place.
+    async fn account_for_protection(
+        &self,
+        room_id: &str,
+        identity: &str,
+        score: u32,
+        reasons: u32,
+        joined: &Result<PlaceStatus, ApiError>,
+    ) {
+        let flagged = match joined {
+            Err(error) if error.code == ErrorCode::BlockedByProtection => Some(Flagged::Refused),
+            Err(_) => return,
+            Ok(place) if score >= qm_core::bot::BLOCK_AT && place.new_place => {
+                let mode = self
+                    .store
+                    .get_room(room_id.to_owned())
+                    .await
+                    .ok()
+                    .and_then(|room| {
+                        room.pointer("/protection/mode")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    });
+                (mode.as_deref() == Some("monitor")).then_some(Flagged::WouldRefuse)
+            }
+            Ok(_) => None,
+        };
+        let client = flagged
+            .and(Some(identity))
+            .filter(|identity| !identity.is_empty())
+            .map(|identity| {
+                qm_core::support_ref::session_digest(&self.client_digest_key, identity)
+            });
+        self.security.record(ScoredJoin {
+            score,
+            reasons,
+            client,
+            flagged,
+            at_ms: qm_core::clock::now_ms(),
+            room_id,
+        });
     }
 
     pub(crate) fn with_history(mut self, history: Arc<History>) -> EngineService {
@@ -247,6 +308,9 @@ impl Engine for EngineService {
     async fn join(&self, request: Request<qm_proto::JoinRequest>) -> Reply<PlaceReply> {
         let request = request.into_inner();
         let room_id = checked_room_id(request.room_id)?;
+        // Only a script-like join's address is ever shown (as a digest), so only it is kept.
+        let flagged_identity =
+            (request.bot_score >= qm_core::bot::BLOCK_AT).then(|| request.identity.clone());
         let join = JoinRequest {
             claim: claim_from_wire(request.claim),
             session_hash: request.session_hash,
@@ -256,7 +320,16 @@ impl Engine for EngineService {
         };
         // The notification hook needs the claim the join replaced, so it keeps the request.
         let hook_request = self.notifier.as_ref().map(|_| join.clone());
-        let place = self.store.join(room_id.clone(), join).await?;
+        let joined = self.store.join(room_id.clone(), join).await;
+        self.account_for_protection(
+            &room_id,
+            flagged_identity.as_deref().unwrap_or_default(),
+            request.bot_score,
+            request.bot_reasons,
+            &joined,
+        )
+        .await;
+        let place = joined?;
         let mut reply = answer_to_wire(PlaceAnswer::Place(place));
         if let (Some(notifier), Some(join)) = (&self.notifier, &hook_request) {
             notifier.annotate_join(&room_id, join, &mut reply).await;
@@ -357,6 +430,11 @@ impl Engine for EngineService {
     async fn put_room(&self, request: Request<PutRoomRequest>) -> Reply<RoomReply> {
         let body = parse_body(&request.into_inner().body_json)?;
         let outcome = self.store.put_room(body).await?;
+        if outcome.created
+            && let Some(room_id) = outcome.room.get("id").and_then(Value::as_str)
+        {
+            self.security.forget(room_id);
+        }
         Ok(Response::new(RoomReply {
             room_json: outcome.room.to_string(),
             created: outcome.created,
@@ -376,7 +454,9 @@ impl Engine for EngineService {
     }
 
     async fn delete_room(&self, request: Request<RoomRef>) -> Reply<DeleteReply> {
-        self.store.delete_room(request.into_inner().room_id).await?;
+        let room_id = request.into_inner().room_id;
+        self.store.delete_room(room_id.clone()).await?;
+        self.security.forget(&room_id);
         Ok(Response::new(DeleteReply { deleted: true }))
     }
 
@@ -561,6 +641,34 @@ impl Engine for EngineService {
             qm_core::clock::now_ms(),
         );
         Ok(Response::new(CheckInReply {}))
+    }
+
+    async fn security(&self, request: Request<SecurityRequest>) -> Reply<SecurityReply> {
+        let wanted = request.into_inner().room_id;
+        let rooms = if wanted.is_empty() {
+            self.store.list_rooms().await?
+        } else {
+            vec![self.store.get_room(checked_room_id(wanted)?).await?]
+        };
+        let reports: Vec<Value> = rooms
+            .iter()
+            .filter_map(|room| {
+                let room_id = room.get("id").and_then(Value::as_str)?;
+                let mode = room
+                    .pointer("/protection/mode")
+                    .and_then(Value::as_str)
+                    .unwrap_or("off");
+                Some(self.security.room_report(room_id, mode))
+            })
+            .collect();
+        let report = serde_json::json!({
+            "rooms": reports,
+            "since": self.started_ms,
+            "recentPerRoom": crate::security::RECENT_EXAMPLES,
+        });
+        Ok(Response::new(SecurityReply {
+            report_json: report.to_string(),
+        }))
     }
 
     async fn check_ins(&self, request: Request<RoomRef>) -> Reply<CheckInsReply> {

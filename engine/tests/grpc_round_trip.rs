@@ -88,6 +88,7 @@ async fn join_status_and_watch_over_grpc() {
         session_hash: "h1".into(),
         identity: "10.0.0.1".into(),
         bot_score: 0,
+        bot_reasons: 0,
     };
     let reply = client.join(join).await.expect("join").into_inner();
     let Some(place_reply::Outcome::Place(place)) = reply.outcome else {

@@ -2,10 +2,13 @@
 //! reads what a browser always sends and automation usually does not: a browser User-Agent, an
 //! `Accept` and an `Accept-Language`. 0 looks like a browser, 100 like a script. The engine
 //! decides with the room's mode: `enforce` refuses a new place at or above
-//! [`qm_core::bot::BLOCK_AT`] with 403 `blocked_by_protection`; `monitor` admits.
+//! [`qm_core::bot::BLOCK_AT`] with 403 `blocked_by_protection`; `monitor` admits and counts it
+//! as one enforce would refuse. The reasons travel with the score, for the engine's account of
+//! both (`/api/admin/security`).
 
 use http::HeaderMap;
 use http::header::{ACCEPT, ACCEPT_LANGUAGE, USER_AGENT};
+use qm_core::bot::Reason;
 
 /// User-Agent fragments of HTTP libraries, headless browsers and crawlers (lowercase).
 const AUTOMATION_AGENTS: &[&str] = &[
@@ -32,8 +35,9 @@ const AUTOMATION_AGENTS: &[&str] = &[
     "spider",
 ];
 
-/// The score of a join request, 0..=100.
-pub(crate) fn bot_score(headers: &HeaderMap) -> u32 {
+/// What a join request did that browsers do not, as `qm_core::bot::Reason` bits; the score
+/// is `qm_core::bot::score_of` of them.
+pub(crate) fn bot_reasons(headers: &HeaderMap) -> u32 {
     let header = |name| {
         headers
             .get(name)
@@ -41,26 +45,33 @@ pub(crate) fn bot_score(headers: &HeaderMap) -> u32 {
             .map(str::trim)
             .filter(|value| !value.is_empty())
     };
-    let mut score = 0;
+    let mut reasons = 0;
     match header(USER_AGENT).map(str::to_ascii_lowercase) {
-        None => score += 60,
-        Some(agent) if AUTOMATION_AGENTS.iter().any(|hint| agent.contains(hint)) => score += 60,
-        Some(agent) if !agent.starts_with("mozilla/") => score += 30,
+        None => reasons |= Reason::NoUserAgent.bit(),
+        Some(agent) if AUTOMATION_AGENTS.iter().any(|hint| agent.contains(hint)) => {
+            reasons |= Reason::AutomationUserAgent.bit()
+        }
+        Some(agent) if !agent.starts_with("mozilla/") => reasons |= Reason::UnusualUserAgent.bit(),
         Some(_) => {}
     }
     if header(ACCEPT_LANGUAGE).is_none() {
-        score += 25;
+        reasons |= Reason::NoAcceptLanguage.bit();
     }
     if header(ACCEPT).is_none() {
-        score += 15;
+        reasons |= Reason::NoAccept.bit();
     }
-    score.min(100)
+    reasons
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use http::HeaderValue;
+    use qm_core::bot::score_of;
+
+    fn bot_score(headers: &HeaderMap) -> u32 {
+        score_of(bot_reasons(headers))
+    }
 
     fn headers(pairs: &[(http::header::HeaderName, &'static str)]) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -92,5 +103,29 @@ mod tests {
         // A real browser that sends no language is suspicious, not blocked.
         let no_language = headers(&[(USER_AGENT, BROWSER), (ACCEPT, "*/*")]);
         assert!(bot_score(&no_language) < qm_core::bot::BLOCK_AT);
+    }
+
+    #[test]
+    fn each_reason_is_named_for_what_the_request_lacked() {
+        let names = |headers: &HeaderMap| {
+            Reason::of(bot_reasons(headers))
+                .map(Reason::name)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(&HeaderMap::new()),
+            ["no_user_agent", "no_accept_language", "no_accept"]
+        );
+        let curl = headers(&[(USER_AGENT, "curl/8.5.0"), (ACCEPT, "*/*")]);
+        assert_eq!(
+            names(&curl),
+            ["automation_user_agent", "no_accept_language"]
+        );
+        let odd = headers(&[
+            (USER_AGENT, "MyKiosk/2.0"),
+            (ACCEPT, "*/*"),
+            (ACCEPT_LANGUAGE, "en"),
+        ]);
+        assert_eq!(names(&odd), ["unusual_user_agent"]);
     }
 }

@@ -20,7 +20,7 @@ use crate::body_fields::{room_id_field, token_field};
 use crate::cookies::{
     CookiePolicy, RequestCookies, append_set_cookies, place_cookies, session_cookie_name,
 };
-use crate::protection::bot_score;
+use crate::protection::bot_reasons;
 use crate::refresh::{Renewal, drawn_place, engine_grants_refresh, is_due};
 use crate::request::{ClientAddress, JsonObject, QueryParams, is_https};
 use crate::status_body::{lapsed_fields, place_fields_with_ref, with_now};
@@ -113,12 +113,14 @@ pub(crate) async fn join_room(
         .filter(|session_id| is_valid_session_id(session_id))
         .map(str::to_owned)
         .unwrap_or_else(new_session_id);
+    let reasons = bot_reasons(headers);
     let request = JoinRequest {
         room_id: room_id.to_owned(),
         claim: presented.as_ref().map(|place| place.engine_claim()),
         session_hash: session_hash(&session_id),
         identity,
-        bot_score: bot_score(headers),
+        bot_score: qm_core::bot::score_of(reasons),
+        bot_reasons: reasons,
     };
     let mut reply = state.engine.clone().join(request).await?.into_inner();
     let mut notify_statement = Map::new();

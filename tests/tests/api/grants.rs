@@ -31,6 +31,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("POST", "/sse-ticket", "monitor"),
     ("GET", "/events", "monitor"),
     ("GET", "/metrics", "monitor"),
+    ("GET", "/security", "monitor"),
     ("GET", "/audit", "viewer"),
     ("GET", "/operators", "owner"),
     ("POST", "/operators", "owner"),
