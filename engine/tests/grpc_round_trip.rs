@@ -184,6 +184,7 @@ async fn the_ticker_admits_on_whole_seconds() {
             session_hash: String::new(),
             identity: String::new(),
             bot_score: 0,
+            bot_reasons: 0,
         };
         client.join(join).await.expect("join");
     }
