@@ -16,6 +16,7 @@ window.QMConsoleRooms = (() => {
 
   const Draw = window.QMConsoleDraw;
   const Visitors = window.QMConsoleVisitors;
+  const Security = window.QMConsoleSecurity;
   const { $, $$, fmt, state, api, describe, roomById, cardOf, rateOf, duration, localTime } = window.QMConsoleCore;
   const Access = window.QMConsoleAccess;
   const { RANGES } = Draw;
@@ -193,6 +194,7 @@ window.QMConsoleRooms = (() => {
     if (changed) {
       refreshChart();
       Visitors.reset();
+      Security.reset();
     }
   }
 

@@ -14,6 +14,7 @@
 
 (() => {
   const Visitors = window.QMConsoleVisitors;
+  const Security = window.QMConsoleSecurity;
   const Access = window.QMConsoleAccess;
   const Admin = window.QMConsoleAdmin;
   const { RANGES } = window.QMConsoleDraw;
@@ -146,6 +147,8 @@
 
     // A shared view reads no visitor and no connector: those are not for a monitor token.
     Visitors.wire({ room: () => (Access.principal.monitor ? null : state.selected), api, describe });
+    // Bot protection's account is for every read credential, the monitor token included.
+    Security.wire({ room: () => state.selected, api, describe });
     Admin.wire();
     Access.onPrincipal(() => Admin.showPage('rooms', false));
     $('#room-form').addEventListener('submit', submitRoom);

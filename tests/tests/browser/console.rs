@@ -583,3 +583,66 @@ async fn a_connector_that_ran_its_install_check_shows_in_the_rooms_detail() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn the_bot_protection_panel_shows_what_monitor_would_have_refused() {
+    browser::run(120, async {
+        let app = spawn_app().await;
+        app.create_room(room_body(
+            "watched",
+            0,
+            json!({ "protection": { "mode": "monitor" } }),
+        ))
+        .await;
+        let script = app
+            .send(
+                app.http
+                    .post(format!("{}/api/join", app.gateway))
+                    .header("user-agent", "python-requests/2.32")
+                    .json(&json!({ "roomId": "watched" })),
+            )
+            .await;
+        assert_eq!(script.status, 200, "monitor admits: {}", script.text);
+        let browser = Browser::open().await;
+        sign_in(&browser, &app).await;
+        click(&browser, "#rooms [data-room-id=\"watched\"] .room-select").await;
+        wait_text(
+            &browser,
+            "#security-refusals",
+            "the would-refuse count",
+            |text| text.contains("1 would have been refused under enforce"),
+        )
+        .await;
+        let mode = wait_text(&browser, "#security-mode", "the mode", |text| {
+            !text.is_empty()
+        })
+        .await;
+        assert!(mode.starts_with("Monitor"), "{mode}");
+        let reasons = wait_text(&browser, "#security-reasons", "the reasons", |text| {
+            text.contains("an HTTP library, headless browser or crawler: 1")
+        })
+        .await;
+        assert!(reasons.contains("no Accept-Language: 1"), "{reasons}");
+        let rows = wait_text(&browser, "#security-rows", "the example", |text| {
+            text.contains("would be refused")
+        })
+        .await;
+        assert!(
+            !rows.contains("127.0.0.1"),
+            "the address is shown as a digest: {rows}"
+        );
+        browser
+            .js(
+                "document.querySelector('#security-heading').scrollIntoView({block: 'start'})",
+                vec![],
+            )
+            .await
+            .expect("scroll to the panel");
+        browser.screenshot("console-bot-protection-1280x800").await;
+        browser
+            .assert_accessible("the console's bot-protection panel")
+            .await;
+        assert_no_console_errors_but(&browser, &[]).await;
+    })
+    .await;
+}
