@@ -14,6 +14,7 @@
 //! drains within `SHUTDOWN_DRAIN_SEC`.
 
 mod access;
+mod auto_activate;
 mod check_ins;
 mod credential;
 pub mod domain;
@@ -150,6 +151,13 @@ impl EngineApp {
         health.set_serving::<EngineServer<EngineService>>().await;
 
         let ticker = tokio::spawn(outflow::run_ticker(self.store.clone(), stop.clone()));
+        let auto_activation = Arc::new(auto_activate::AutoActivation::default());
+        tokio::spawn(auto_activate::run(
+            self.store.clone(),
+            self.access.clone(),
+            auto_activation.clone(),
+            stop.clone(),
+        ));
         let history = Arc::new(history::History::new(qm_core::clock::now_ms()));
         let sampler = tokio::spawn(history::run_sampler(
             self.store.clone(),
@@ -184,6 +192,7 @@ impl EngineApp {
                 .with_notifier(self.notifier.clone())
                 .with_history(history)
                 .with_access(self.access.clone())
+                .with_auto_activation(auto_activation)
                 .with_keyring(&self.config.keyring()),
             RequireCredential::new(self.config.engine_credential().expose_secret()),
         );

@@ -32,6 +32,7 @@ use tokio::sync::watch;
 use tonic::{Request, Response, Status};
 
 use crate::access::{Access, Credential, monitor_token_to_wire, operator_to_wire};
+use crate::auto_activate::AutoActivation;
 use crate::check_ins::CheckIns;
 use crate::domain::{
     Claim, ClaimedPlace, DoorInput, JoinRequest, LookupKeys, PlaceAnswer, PlaceStatus,
@@ -71,6 +72,8 @@ pub(crate) struct EngineService {
     client_digest_key: [u8; 32],
     /// When this engine started counting (epoch ms): the security account's `since`.
     started_ms: i64,
+    /// Threshold activation's arrival counts, fed by joins and door checks.
+    auto_activation: Arc<AutoActivation>,
 }
 
 impl EngineService {
@@ -95,6 +98,7 @@ impl EngineService {
             security: Arc::default(),
             client_digest_key: [0; 32],
             started_ms: qm_core::clock::now_ms(),
+            auto_activation: Arc::default(),
         }
     }
 
@@ -161,6 +165,11 @@ impl EngineService {
             at_ms: qm_core::clock::now_ms(),
             room_id,
         });
+    }
+
+    pub(crate) fn with_auto_activation(mut self, controller: Arc<AutoActivation>) -> EngineService {
+        self.auto_activation = controller;
+        self
     }
 
     pub(crate) fn with_history(mut self, history: Arc<History>) -> EngineService {
@@ -308,6 +317,7 @@ impl Engine for EngineService {
     async fn join(&self, request: Request<qm_proto::JoinRequest>) -> Reply<PlaceReply> {
         let request = request.into_inner();
         let room_id = checked_room_id(request.room_id)?;
+        self.auto_activation.arrived(&room_id);
         // Only a script-like join's address is ever shown (as a digest), so only it is kept.
         let flagged_identity =
             (request.bot_score >= qm_core::bot::BLOCK_AT).then(|| request.identity.clone());
@@ -355,6 +365,7 @@ impl Engine for EngineService {
 
     async fn check(&self, request: Request<CheckRequest>) -> Reply<CheckReply> {
         let request = request.into_inner();
+        self.auto_activation.arrived(&request.room_id);
         let page = Some(request.url).filter(|url| !url.is_empty());
         let reply = match self
             .store

@@ -68,11 +68,29 @@ pub struct Protection {
     pub mode: ProtectionMode,
 }
 
-/// Threshold activation (stored; acted on by a later issue).
+/// Threshold activation: a room in bypass turns active when its arrivals (joins and door
+/// checks) reach `threshold` a minute, and back to bypass once it has been calm (under half the
+/// threshold, nobody waiting) for `calmSec` — only when it was this that activated it. Acted on
+/// by the engine's controller (`qm_engine` `auto_activate.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct AutoActivate {
     pub enabled: bool,
     pub threshold: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub calm_sec: Option<u64>,
+}
+
+impl AutoActivate {
+    /// The calm period when `calmSec` is not given.
+    pub const DEFAULT_CALM_SEC: u64 = 300;
+    /// The bounds of `calmSec`.
+    pub const CALM_SEC_RANGE: std::ops::RangeInclusive<u64> = 1..=86_400;
+
+    /// The calm period in force.
+    pub fn calm_sec(&self) -> u64 {
+        self.calm_sec.unwrap_or(Self::DEFAULT_CALM_SEC)
+    }
 }
 
 /// Refuses keys of a nested object outside `allowed`.
@@ -342,10 +360,15 @@ pub(super) fn auto_activate(value: &Value) -> Result<Option<AutoActivate>, ApiEr
         return Err(field_error(
             code,
             "autoActivate",
-            "must be null or an object {enabled, threshold}",
+            "must be null or an object {enabled, threshold, calmSec?}",
         ));
     };
-    only_keys(object, &["enabled", "threshold"], "autoActivate", code)?;
+    only_keys(
+        object,
+        &["enabled", "threshold", "calmSec"],
+        "autoActivate",
+        code,
+    )?;
     let Some(enabled) = object.get("enabled").and_then(Value::as_bool) else {
         return Err(field_error(
             code,
@@ -363,7 +386,24 @@ pub(super) fn auto_activate(value: &Value) -> Result<Option<AutoActivate>, ApiEr
             ));
         }
     };
-    Ok(Some(AutoActivate { enabled, threshold }))
+    let calm_sec = match object.get("calmSec") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64() {
+            Some(calm) if AutoActivate::CALM_SEC_RANGE.contains(&calm) => Some(calm),
+            _ => {
+                return Err(field_error(
+                    code,
+                    "autoActivate.calmSec",
+                    "must be a whole number of seconds from 1 to 86400",
+                ));
+            }
+        },
+    };
+    Ok(Some(AutoActivate {
+        enabled,
+        threshold,
+        calm_sec,
+    }))
 }
 
 /// The URL scope: at most 25 rules; `null` is read as `[]` (unscoped).

@@ -456,6 +456,18 @@ fn autotune_protection_auto_activate() {
         code_of(update(json!({"autoActivate": {"threshold": 5}}))),
         ErrorCode::InvalidAutoActivate
     );
+    assert!(
+        update(json!({"autoActivate": {"enabled": true, "threshold": 5, "calmSec": 60}})).is_ok()
+    );
+    for calm in [json!(0), json!(86_401), json!("60"), json!(1.5)] {
+        assert_eq!(
+            code_of(update(
+                json!({"autoActivate": {"enabled": true, "threshold": 5, "calmSec": calm}})
+            )),
+            ErrorCode::InvalidAutoActivate,
+            "{calm}"
+        );
+    }
 }
 
 #[test]

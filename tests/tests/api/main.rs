@@ -5,6 +5,7 @@
 mod access;
 mod admin_rooms;
 mod audit;
+mod auto_activate;
 mod burst;
 mod check;
 mod check_status;
