@@ -566,4 +566,11 @@ impl Engine for FakeEngine {
     ) -> Result<Response<qm_proto::ListAuditReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
+
+    async fn security(
+        &self,
+        _: Request<qm_proto::SecurityRequest>,
+    ) -> Result<Response<qm_proto::SecurityReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
