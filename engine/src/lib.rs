@@ -15,6 +15,7 @@
 
 mod access;
 mod auto_activate;
+mod autotune;
 mod check_ins;
 mod credential;
 pub mod domain;
@@ -151,6 +152,12 @@ impl EngineApp {
         health.set_serving::<EngineServer<EngineService>>().await;
 
         let ticker = tokio::spawn(outflow::run_ticker(self.store.clone(), stop.clone()));
+        tokio::spawn(autotune::run(
+            self.store.clone(),
+            self.access.clone(),
+            Duration::from_millis(self.config.autotune_probe_ms),
+            stop.clone(),
+        ));
         let auto_activation = Arc::new(auto_activate::AutoActivation::default());
         tokio::spawn(auto_activate::run(
             self.store.clone(),

@@ -172,6 +172,8 @@ pub struct Config {
     max_connections: Option<usize>,
     /// Hard ceiling of one room's pre-queue (PREQUEUE_MAX): a join over it is 503 prequeue_full.
     pub prequeue_max: u64,
+    /// How often the rate controller probes a room's health URL (AUTOTUNE_PROBE_MS).
+    pub autotune_probe_ms: u64,
     /// Seconds a stopping process waits for open requests and streams before it exits.
     pub shutdown_drain_sec: u64,
     /// Peers whose X-Forwarded-For the gateway believes (TRUSTED_PROXIES); empty trusts nobody.

@@ -122,6 +122,7 @@ impl Config {
             max_cookies: values.number("MAX_COOKIES")?,
             max_connections: values.optional_number("MAX_CONNECTIONS")?,
             prequeue_max: values.number("PREQUEUE_MAX")?,
+            autotune_probe_ms: values.number("AUTOTUNE_PROBE_MS")?,
             shutdown_drain_sec: values.number("SHUTDOWN_DRAIN_SEC")?,
             trusted_proxies: values.ip_ranges("TRUSTED_PROXIES")?.unwrap_or_default(),
             inline_hosts: values.inline_hosts("INLINE_HOSTS")?.unwrap_or_default(),

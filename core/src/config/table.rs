@@ -581,6 +581,18 @@ pub static VARIABLES: &[Variable] = &[
         warning: None,
     },
     Variable {
+        name: "AUTOTUNE_PROBE_MS",
+        default: Fallback::Value("1000"),
+        rule: Rule::Number {
+            min: 100,
+            max: 60_000,
+        },
+        secret: false,
+        read_by: &[Engine],
+        shown: Shown::Value(|config| json!(config.autotune_probe_ms)),
+        warning: None,
+    },
+    Variable {
         name: "SHUTDOWN_DRAIN_SEC",
         default: Fallback::Value("10"),
         rule: Rule::Number { min: 0, max: 600 },

@@ -435,6 +435,7 @@ fn every_variable_set() -> HashMap<&'static str, &'static str> {
         ("MAX_COOKIES", "23"),
         ("MAX_CONNECTIONS", "24"),
         ("PREQUEUE_MAX", "16"),
+        ("AUTOTUNE_PROBE_MS", "250"),
         ("SHUTDOWN_DRAIN_SEC", "17"),
         ("TRUSTED_PROXIES", "10.0.0.0/8"),
         ("INLINE_HOSTS", "Shop.Example=drop"),

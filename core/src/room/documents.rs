@@ -41,7 +41,9 @@ pub struct Branding {
     pub support_text: Option<String>,
 }
 
-/// The automatic rate controller's settings (stored; acted on by a later issue).
+/// The automatic rate controller's settings: the origin's health URL it probes, the p95
+/// latency it aims under, and the bounds of the rate it may set. Acted on by the engine's
+/// controller (`qm_engine` `autotune.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Autotune {
@@ -52,6 +54,39 @@ pub struct Autotune {
     pub max_rate: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub target_p95_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub health_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cool_down_sec: Option<u64>,
+}
+
+impl Autotune {
+    /// The p95 aimed under when `targetP95Ms` is not given.
+    pub const DEFAULT_TARGET_P95_MS: u64 = 1_000;
+    /// The pause after a change when `coolDownSec` is not given.
+    pub const DEFAULT_COOL_DOWN_SEC: u64 = 30;
+    /// The bounds of `coolDownSec`.
+    pub const COOL_DOWN_SEC_RANGE: std::ops::RangeInclusive<u64> = 1..=3_600;
+
+    pub fn target_p95_ms(&self) -> u64 {
+        self.target_p95_ms.unwrap_or(Self::DEFAULT_TARGET_P95_MS)
+    }
+
+    pub fn cool_down_sec(&self) -> u64 {
+        self.cool_down_sec.unwrap_or(Self::DEFAULT_COOL_DOWN_SEC)
+    }
+
+    /// The lowest rate the controller sets (at least 1: it never closes the door).
+    pub fn min_rate(&self) -> u32 {
+        self.min_rate.unwrap_or(1).max(1)
+    }
+
+    /// The highest rate the controller sets.
+    pub fn max_rate(&self) -> u32 {
+        self.max_rate
+            .unwrap_or(crate::room::MAX_RATE_PER_MINUTE)
+            .max(self.min_rate())
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -260,12 +295,19 @@ pub(super) fn autotune(value: &Value) -> Result<Option<Autotune>, ApiError> {
         return Err(field_error(
             code,
             "autotune",
-            "must be null or an object {enabled, minRate?, maxRate?, targetP95Ms?}",
+            "must be null or an object {enabled, minRate?, maxRate?, targetP95Ms?, healthUrl?, coolDownSec?}",
         ));
     };
     only_keys(
         object,
-        &["enabled", "minRate", "maxRate", "targetP95Ms"],
+        &[
+            "enabled",
+            "minRate",
+            "maxRate",
+            "targetP95Ms",
+            "healthUrl",
+            "coolDownSec",
+        ],
         "autotune",
         code,
     )?;
@@ -313,12 +355,58 @@ pub(super) fn autotune(value: &Value) -> Result<Option<Autotune>, ApiError> {
             }
         },
     };
+    let health_url = match object.get("healthUrl") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(health_url(value)?),
+    };
+    if enabled && health_url.is_none() {
+        return Err(field_error(
+            code,
+            "autotune.healthUrl",
+            "is required while autotune is enabled: the origin's URL the controller probes",
+        ));
+    }
+    let cool_down_sec = match object.get("coolDownSec") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64() {
+            Some(sec) if Autotune::COOL_DOWN_SEC_RANGE.contains(&sec) => Some(sec),
+            _ => {
+                return Err(field_error(
+                    code,
+                    "autotune.coolDownSec",
+                    "must be a whole number of seconds from 1 to 3600",
+                ));
+            }
+        },
+    };
     Ok(Some(Autotune {
         enabled,
         min_rate,
         max_rate,
         target_p95_ms,
+        health_url,
+        cool_down_sec,
     }))
+}
+
+/// An `http://` URL with a host, at most 2048 characters: the origin's health page. Plain http
+/// only, like `proxyOrigin`: the controller reaches the origin inside the operator's network.
+fn health_url(value: &Value) -> Result<String, ApiError> {
+    let invalid = |why: &str| field_error(ErrorCode::InvalidAutotune, "autotune.healthUrl", why);
+    let Some(text) = value.as_str() else {
+        return Err(invalid("must be an http:// URL string"));
+    };
+    if text.len() > 2048 {
+        return Err(invalid("must be at most 2048 characters"));
+    }
+    match url::Url::parse(text) {
+        Ok(url)
+            if url.scheme() == "http" && url.host_str().is_some_and(|host| !host.is_empty()) =>
+        {
+            Ok(text.to_owned())
+        }
+        _ => Err(invalid("must be an http:// URL with a host")),
+    }
 }
 
 /// `null` or `{mode: "off" | "monitor" | "enforce"}`.

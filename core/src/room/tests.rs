@@ -423,8 +423,14 @@ fn effective_origins_include_the_target_origin() {
 
 #[test]
 fn autotune_protection_auto_activate() {
-    assert!(update(json!({"autotune": {"enabled": true, "minRate": 10, "maxRate": 100, "targetP95Ms": 800}})).is_ok());
+    assert!(update(json!({"autotune": {"enabled": true, "minRate": 10, "maxRate": 100, "targetP95Ms": 800, "healthUrl": "http://10.0.0.5:8080/health", "coolDownSec": 5}})).is_ok());
+    assert!(update(json!({"autotune": {"enabled": false, "minRate": 10}})).is_ok());
     for bad in [
+        json!({"enabled": true, "minRate": 10}),
+        json!({"enabled": true, "healthUrl": "https://origin/health"}),
+        json!({"enabled": true, "healthUrl": "/health"}),
+        json!({"enabled": true, "healthUrl": "http://o/h", "coolDownSec": 0}),
+        json!({"enabled": true, "healthUrl": "http://o/h", "coolDownSec": 3601}),
         json!({"minRate": 1}),
         json!({"enabled": true, "minRate": 10, "maxRate": 5}),
         json!({"enabled": true, "targetP95Ms": 0}),

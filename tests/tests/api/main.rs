@@ -6,6 +6,7 @@ mod access;
 mod admin_rooms;
 mod audit;
 mod auto_activate;
+mod autotune;
 mod burst;
 mod check;
 mod check_status;
