@@ -8,6 +8,7 @@
 //! Who may do what is one table (`routes`), each row enforced by one gate (`gate`): lockout,
 //! credential, role, audit.
 
+mod alerts;
 mod audit;
 mod auth;
 mod connectors;
@@ -63,6 +64,8 @@ pub(crate) struct AdminState {
     pub(crate) stop: Shutdown,
     /// When this process started, for the shutdown answer's `uptimeSec`.
     pub(crate) started_at: Instant,
+    /// The alert rules' state and the webhook they page.
+    pub(crate) alerts: Arc<alerts::Alerts>,
 }
 
 /// Readiness: answered even on a connection shed past MAX_CONNECTIONS (the spec's health
@@ -85,6 +88,7 @@ impl AdminApp {
                 failures: Arc::new(lockout::AuthFailures::from_config(&config)),
                 stop: Shutdown::new(),
                 started_at: Instant::now(),
+                alerts: Arc::new(alerts::Alerts::from_config(&config)),
                 config,
                 engine,
                 engine_health,
@@ -109,6 +113,11 @@ impl AdminApp {
     ) -> std::io::Result<()> {
         let options = qm_http::ServeOptions::from_config(&self.state.config, HEALTH_PATHS);
         let router = self.router();
+        let evaluator = tokio::spawn(alerts::run(
+            self.state.alerts.clone(),
+            self.state.engine.clone(),
+            self.state.shutdown.clone(),
+        ));
         let requested = self.state.stop.wait();
         let either = async move {
             tokio::select! {
@@ -116,6 +125,8 @@ impl AdminApp {
                 () = requested => {}
             }
         };
-        qm_http::serve(listener, router, either, self.stopping, options).await
+        let served = qm_http::serve(listener, router, either, self.stopping, options).await;
+        evaluator.abort();
+        served
     }
 }

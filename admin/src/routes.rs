@@ -19,8 +19,8 @@ use http::Method;
 use crate::gate::{Gate, RouteRow, gate};
 use crate::principal::Grant;
 use crate::{
-    AdminState, audit, connectors, console, events, health, metrics, operators, rooms, security,
-    session_routes, targeting, visitors,
+    AdminState, alerts, audit, connectors, console, events, health, metrics, operators, rooms,
+    security, session_routes, targeting, visitors,
 };
 
 /// The whole router of the process, with its state.
@@ -174,6 +174,14 @@ fn api_table() -> Vec<Row> {
         row(M::GET, "/events", Read, None, events::events),
         row(M::GET, "/metrics", Read, None, metrics::metrics),
         row(M::GET, "/security", Read, None, security::security),
+        row(M::GET, "/alerts", Read, None, alerts::state),
+        row(
+            M::POST,
+            "/alerts",
+            Change,
+            Some("alerts.test"),
+            alerts::test_page,
+        ),
         row(M::GET, "/audit", ReadSensitive, None, audit::list),
         row(M::GET, "/operators", Own, None, operators::list),
         row(

@@ -28,7 +28,7 @@ static FULL_ROOM: LazyLock<RoomConfig> = LazyLock::new(|| {
         "sessionTtlSec": 600, "sessionMaxSec": 3600,
         "branding": {"title": "Drop", "message": "Soon", "primaryColor": "#123456"},
         "returnOrigins": ["https://a.example"], "tagOrigins": ["https://b.example"],
-        "autotune": {"enabled": true, "minRate": 1, "maxRate": 10},
+        "autotune": {"enabled": true, "minRate": 1, "maxRate": 10, "healthUrl": "http://10.0.0.5:8080/health", "coolDownSec": 30},
         "protection": {"mode": "monitor"}, "autoActivate": {"enabled": false, "threshold": 5},
         "urlPatterns": ["/checkout/*", "!/checkout/help"], "opensAt": NOW + 60_000,
         "preQueueMaxPerIp": 3, "queueMaxPerIp": 4, "presenceSec": 30, "state": "paused",

@@ -17,6 +17,7 @@ pub mod servers;
 pub mod smtp;
 pub mod sse;
 pub mod tokens;
+pub mod webhook;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

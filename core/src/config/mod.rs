@@ -174,6 +174,10 @@ pub struct Config {
     pub prequeue_max: u64,
     /// How often the rate controller probes a room's health URL (AUTOTUNE_PROBE_MS).
     pub autotune_probe_ms: u64,
+    /// Where alerts are sent (ALERT_WEBHOOK_URL); its path may be a credential, never printed.
+    alert_webhook_url: Option<SecretString>,
+    /// The alert rules' thresholds (ALERT_*).
+    pub alerts: AlertSettings,
     /// Seconds a stopping process waits for open requests and streams before it exits.
     pub shutdown_drain_sec: u64,
     /// Peers whose X-Forwarded-For the gateway believes (TRUSTED_PROXIES); empty trusts nobody.
@@ -208,6 +212,21 @@ pub fn derived_max_connections(open_file_limit: Option<u64>) -> usize {
 }
 
 /// The files of the engine port's TLS, as configured (read when the processes start).
+/// The alert rules' thresholds (OPERATIONS.md, Alerts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AlertSettings {
+    /// How often the rules are evaluated (ALERT_EVAL_MS).
+    pub eval_ms: u64,
+    /// Arrivals a minute in one room that page a surge (ALERT_SURGE_PER_MIN).
+    pub surge_per_min: u64,
+    /// The window arrivals are counted over, scaled to a minute (ALERT_SURGE_WINDOW_SEC).
+    pub surge_window_sec: u64,
+    /// Seconds people may wait with nobody admitted before a stall pages (ALERT_STALL_SEC).
+    pub stall_sec: u64,
+    /// Seconds a condition must stay clear before its alert resolves (ALERT_RESOLVE_SEC).
+    pub resolve_sec: u64,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineTls {
     /// ENGINE_TLS_CERT and ENGINE_TLS_KEY: the engine serves TLS with this certificate chain
@@ -258,6 +277,11 @@ impl Config {
     pub fn max_connections(&self) -> usize {
         self.max_connections
             .unwrap_or_else(|| derived_max_connections(fd_limit::open_file_limit()))
+    }
+
+    /// ALERT_WEBHOOK_URL as configured (its path may be a credential: never log it).
+    pub fn alert_webhook_url(&self) -> Option<&SecretString> {
+        self.alert_webhook_url.as_ref()
     }
 
     /// SMTP_URL as configured (it may hold a password: never log it).

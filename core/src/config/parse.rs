@@ -9,7 +9,8 @@ use secrecy::SecretString;
 
 use super::values::Values;
 use super::{
-    CertAndKey, Config, ConfigError, ConfigSource, DEFAULT_ADMIN_KEY, EngineTls, StoreKind, invalid,
+    AlertSettings, CertAndKey, Config, ConfigError, ConfigSource, DEFAULT_ADMIN_KEY, EngineTls,
+    StoreKind, invalid,
 };
 
 impl Config {
@@ -123,6 +124,14 @@ impl Config {
             max_connections: values.optional_number("MAX_CONNECTIONS")?,
             prequeue_max: values.number("PREQUEUE_MAX")?,
             autotune_probe_ms: values.number("AUTOTUNE_PROBE_MS")?,
+            alert_webhook_url: values.text("ALERT_WEBHOOK_URL")?.map(SecretString::from),
+            alerts: AlertSettings {
+                eval_ms: values.number("ALERT_EVAL_MS")?,
+                surge_per_min: values.number("ALERT_SURGE_PER_MIN")?,
+                surge_window_sec: values.number("ALERT_SURGE_WINDOW_SEC")?,
+                stall_sec: values.number("ALERT_STALL_SEC")?,
+                resolve_sec: values.number("ALERT_RESOLVE_SEC")?,
+            },
             shutdown_drain_sec: values.number("SHUTDOWN_DRAIN_SEC")?,
             trusted_proxies: values.ip_ranges("TRUSTED_PROXIES")?.unwrap_or_default(),
             inline_hosts: values.inline_hosts("INLINE_HOSTS")?.unwrap_or_default(),

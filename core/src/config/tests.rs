@@ -437,6 +437,15 @@ fn every_variable_set() -> HashMap<&'static str, &'static str> {
         ("PREQUEUE_MAX", "16"),
         ("AUTOTUNE_PROBE_MS", "250"),
         ("SHUTDOWN_DRAIN_SEC", "17"),
+        (
+            "ALERT_WEBHOOK_URL",
+            "https://hooks.example/services/T1/B2/secret-path",
+        ),
+        ("ALERT_EVAL_MS", "250"),
+        ("ALERT_SURGE_PER_MIN", "31"),
+        ("ALERT_SURGE_WINDOW_SEC", "32"),
+        ("ALERT_STALL_SEC", "33"),
+        ("ALERT_RESOLVE_SEC", "34"),
         ("TRUSTED_PROXIES", "10.0.0.0/8"),
         ("INLINE_HOSTS", "Shop.Example=drop"),
         ("INLINE_ORIGIN_TIMEOUT_SEC", "25"),
@@ -490,6 +499,17 @@ fn every_variable_of_the_table_reaches_the_config() {
         (13, 14, 15)
     );
     assert_eq!((config.prequeue_max, config.shutdown_drain_sec), (16, 17));
+    assert_eq!(
+        config.alerts,
+        crate::config::AlertSettings {
+            eval_ms: 250,
+            surge_per_min: 31,
+            surge_window_sec: 32,
+            stall_sec: 33,
+            resolve_sec: 34,
+        }
+    );
+    assert!(config.alert_webhook_url().is_some());
     assert_eq!(
         (
             config.status_limit_per_min,

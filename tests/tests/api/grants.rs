@@ -32,6 +32,8 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("GET", "/events", "monitor"),
     ("GET", "/metrics", "monitor"),
     ("GET", "/security", "monitor"),
+    ("GET", "/alerts", "monitor"),
+    ("POST", "/alerts", "operator"),
     ("GET", "/audit", "viewer"),
     ("GET", "/operators", "owner"),
     ("POST", "/operators", "owner"),

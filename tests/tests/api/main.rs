@@ -4,6 +4,7 @@
 
 mod access;
 mod admin_rooms;
+mod alerts;
 mod audit;
 mod auto_activate;
 mod autotune;
