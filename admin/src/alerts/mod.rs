@@ -108,20 +108,16 @@ impl Alerts {
             };
             let outcome = webhook.send(&page).await;
             let mut book = self.book();
-            book.last_delivery = Some(delivery_json(&page, &outcome));
+            book.record(&page, &outcome);
             book.pending.pop_front();
-            match outcome {
-                Ok(_) => book.sent += 1,
-                Err(refused) => {
-                    book.failed += 1;
-                    if attempts + 1 < DELIVERY_ATTEMPTS {
-                        book.pending.push_front((page, attempts + 1));
-                    } else {
-                        book.given_up += 1;
-                        tracing::warn!(alertname = page.alertname, room = ?page.room, %refused, "alert page given up after {DELIVERY_ATTEMPTS} attempts");
-                    }
-                    return;
+            if let Err(refused) = outcome {
+                if attempts + 1 < DELIVERY_ATTEMPTS {
+                    book.pending.push_front((page, attempts + 1));
+                } else {
+                    book.given_up += 1;
+                    tracing::warn!(alertname = page.alertname, room = ?page.room, %refused, "alert page given up after {DELIVERY_ATTEMPTS} attempts");
                 }
+                return;
             }
         }
     }
@@ -200,14 +196,21 @@ fn transition_json(transition: &Transition) -> Value {
     })
 }
 
-fn delivery_json(page: &Page, outcome: &Result<u16, webhook::Refused>) -> Value {
-    json!({
-        "at": qm_core::clock::now_ms(),
-        "alertname": page.alertname,
-        "ok": outcome.is_ok(),
-        "status": outcome.as_ref().ok(),
-        "error": outcome.as_ref().err().map(ToString::to_string),
-    })
+impl Book {
+    /// Counts a delivery, the evaluator's or a test page's, and keeps it as the last one.
+    fn record(&mut self, page: &Page, outcome: &Result<u16, webhook::Refused>) {
+        match outcome {
+            Ok(_) => self.sent += 1,
+            Err(_) => self.failed += 1,
+        }
+        self.last_delivery = Some(json!({
+            "at": qm_core::clock::now_ms(),
+            "alertname": page.alertname,
+            "ok": outcome.is_ok(),
+            "status": outcome.as_ref().ok(),
+            "error": outcome.as_ref().err().map(ToString::to_string),
+        }));
+    }
 }
 
 fn log_transition(transition: &Transition) {
@@ -310,14 +313,7 @@ pub(crate) async fn test_page(
         ),
     };
     let outcome = webhook.send(&page).await;
-    {
-        let mut book = state.alerts.book();
-        book.last_delivery = Some(delivery_json(&page, &outcome));
-        match outcome {
-            Ok(_) => book.sent += 1,
-            Err(_) => book.failed += 1,
-        }
-    }
+    state.alerts.book().record(&page, &outcome);
     match outcome {
         Ok(status) => Ok(Json(
             json!({ "ok": true, "delivered": true, "status": status }),

@@ -19,6 +19,18 @@ async fn audit_get(app: &qm_tests::TestApp, query: &str) -> qm_tests::Reply {
     .await
 }
 
+/// `room_id`'s audit entries of `action`, oldest first (the controllers' tests read these).
+pub(crate) async fn entries_oldest_first(
+    app: &qm_tests::TestApp,
+    room_id: &str,
+    action: &str,
+) -> Vec<Value> {
+    let reply = audit_get(app, &format!("?room={room_id}&action={action}&limit=100")).await;
+    let mut entries = entries(&reply);
+    entries.reverse();
+    entries
+}
+
 fn entries(reply: &qm_tests::Reply) -> Vec<Value> {
     assert_eq!(reply.status, 200, "audit: {}", reply.text);
     reply.body["entries"].as_array().expect("entries").clone()

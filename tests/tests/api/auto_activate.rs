@@ -32,23 +32,6 @@ async fn door_check(app: &TestApp, room_id: &str) {
 }
 
 /// The controller's audit entries for `room_id`, oldest first.
-async fn auto_entries(app: &TestApp, room_id: &str) -> Vec<Value> {
-    let reply = app
-        .admin_call(
-            reqwest::Method::GET,
-            &format!("/audit?room={room_id}&action=room.auto_state"),
-            None,
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.text);
-    let mut entries = reply.body["entries"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    entries.reverse();
-    entries
-}
-
 #[tokio::test]
 async fn a_surge_activates_a_bypass_room_and_calm_returns_it_once_nobody_waits() {
     let app = spawn_app().await;
@@ -74,7 +57,7 @@ async fn a_surge_activates_a_bypass_room_and_calm_returns_it_once_nobody_waits()
     );
     door_check(&app, "drop").await;
     wait_state(&app, "drop", "active", Duration::from_secs(4)).await;
-    let entries = auto_entries(&app, "drop").await;
+    let entries = crate::audit::entries_oldest_first(&app, "drop", "room.auto_state").await;
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0]["actor"]["kind"], "system");
     assert_eq!(entries[0]["summary"]["state"], "active");
@@ -95,7 +78,7 @@ async fn a_surge_activates_a_bypass_room_and_calm_returns_it_once_nobody_waits()
         .await;
     assert_eq!(flushed.status, 200, "{}", flushed.text);
     wait_state(&app, "drop", "bypass", Duration::from_secs(70)).await;
-    let entries = auto_entries(&app, "drop").await;
+    let entries = crate::audit::entries_oldest_first(&app, "drop", "room.auto_state").await;
     assert_eq!(entries.len(), 2, "each change once: {entries:?}");
     assert_eq!(entries[1]["summary"]["state"], "bypass");
     let reason = entries[1]["summary"]["reason"].as_str().unwrap_or_default();
@@ -116,5 +99,9 @@ async fn a_room_an_operator_made_active_is_never_returned_to_bypass() {
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(app.room("held").await["state"], "active");
-    assert!(auto_entries(&app, "held").await.is_empty());
+    assert!(
+        crate::audit::entries_oldest_first(&app, "held", "room.auto_state")
+            .await
+            .is_empty()
+    );
 }

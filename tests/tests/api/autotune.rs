@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use qm_tests::{TestApp, room_body, spawn_app_with};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// An origin whose `/health` answers after `delay` milliseconds.
 async fn slow_origin(delay: Arc<AtomicU64>) -> String {
@@ -61,23 +61,6 @@ async fn rates_until(app: &TestApp, want: u64, limit: Duration) -> Vec<u64> {
     }
 }
 
-async fn autotune_entries(app: &TestApp) -> Vec<Value> {
-    let reply = app
-        .admin_call(
-            reqwest::Method::GET,
-            "/audit?room=tuned&action=room.autotune&limit=100",
-            None,
-        )
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.text);
-    let mut entries = reply.body["entries"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    entries.reverse();
-    entries
-}
-
 #[tokio::test]
 async fn the_rate_follows_the_origins_health_within_its_bounds_and_recovers() {
     let app = spawn_app_with(&[("AUTOTUNE_PROBE_MS", "100")]).await;
@@ -106,7 +89,7 @@ async fn the_rate_follows_the_origins_health_within_its_bounds_and_recovers() {
         "one way, by a twentieth, to maxRate"
     );
 
-    let entries = autotune_entries(&app).await;
+    let entries = crate::audit::entries_oldest_first(&app, "tuned", "room.autotune").await;
     assert_eq!(entries.len(), 10, "one entry per change: {entries:?}");
     assert_eq!(entries[0]["actor"]["name"], "autotune");
     let first = entries[0]["summary"]["reason"].as_str().unwrap_or_default();
