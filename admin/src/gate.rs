@@ -43,7 +43,10 @@ const MAX_AUDITED_BODY_BYTES: usize = 1024 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct RouteRow {
     pub(crate) method: Method,
-    /// The path under `/api/admin`, as the router spells it (`/rooms/{id}/rate`).
+    /// Where the route is mounted: `/api/admin` for the operator API, `` for a route of its own
+    /// at the root (`/metrics`).
+    pub(crate) mount: &'static str,
+    /// The path under `mount`, as the router spells it (`/rooms/{id}/rate`).
     pub(crate) path: &'static str,
     pub(crate) grant: Grant,
     /// The audit action of a change (`room.rate`); `None` for a read, which is not recorded.
@@ -56,8 +59,9 @@ impl RouteRow {
     /// The route as the trail names it: `POST /api/admin/rooms/:id/rate`.
     fn route_name(&self) -> String {
         format!(
-            "{} /api/admin{}",
+            "{} {}{}",
             self.method,
+            self.mount,
             self.path.replace("{id}", ":id")
         )
     }
@@ -298,6 +302,7 @@ mod tests {
     fn row(method: Method, path: &'static str, action: Option<&'static str>) -> RouteRow {
         RouteRow {
             method,
+            mount: "/api/admin",
             path,
             grant: Grant::Change,
             action,

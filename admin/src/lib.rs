@@ -23,6 +23,7 @@ mod lockout;
 mod metrics;
 mod operators;
 mod principal;
+mod prometheus;
 mod rooms;
 mod routes;
 mod security;

@@ -19,8 +19,8 @@ use http::Method;
 use crate::gate::{Gate, RouteRow, gate};
 use crate::principal::Grant;
 use crate::{
-    AdminState, alerts, audit, connectors, console, events, health, metrics, operators, rooms,
-    security, session_routes, targeting, visitors,
+    AdminState, alerts, audit, connectors, console, events, health, metrics, operators, prometheus,
+    rooms, security, session_routes, targeting, visitors,
 };
 
 /// The whole router of the process, with its state.
@@ -33,12 +33,30 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/", get(console::page))
         .route("/assets/{name}", get(console::asset))
         .route("/healthz", get(health::healthz))
+        // Prometheus: a read credential, held by the same gate as the operator API.
+        .route("/metrics", prometheus_route(&state))
         // The documentation that ships with the build; no credential.
         .merge(qm_docs::routes())
         // Applies to the routes above it: a wrong verb answers the `{error, code}` envelope.
         .method_not_allowed_fallback(qm_http::method_not_allowed)
         .fallback(qm_http::not_found)
         .with_state(state)
+}
+
+/// `GET /metrics` behind its gate (the monitor token, viewer or above).
+fn prometheus_route(state: &AdminState) -> MethodRouter<AdminState> {
+    let guarded = Gate {
+        state: state.clone(),
+        row: Arc::new(RouteRow {
+            method: Method::GET,
+            mount: "",
+            path: "/metrics",
+            grant: Grant::Read,
+            action: None,
+            tickets: false,
+        }),
+    };
+    get(prometheus::metrics).route_layer(axum::middleware::from_fn_with_state(guarded, gate))
 }
 
 /// One row: the route, what it needs, the audit action of a change, and the handler.
@@ -63,6 +81,7 @@ where
     Row {
         grant_row: RouteRow {
             method,
+            mount: "/api/admin",
             path,
             grant,
             action,

@@ -75,6 +75,8 @@ pub const READ_ONLY_KEYS: &[&str] = &[
     "oldestWaitSec",
     "activePasses",
     "passedTotal",
+    "ejectedTotal",
+    "purgedTotal",
     "nextTicket",
     "estWaitSec",
     "estWaitFloor",

@@ -23,6 +23,7 @@ pub mod durable;
 mod environment;
 pub mod history;
 pub mod memory;
+mod metrics;
 mod notify;
 mod outflow;
 mod rooms;

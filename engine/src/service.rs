@@ -22,10 +22,10 @@ use qm_proto::{
     CheckInReply, CheckInRequest, CheckInsReply, CheckReply, CheckRequest, ConnectorCheckIn,
     DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest, HistoryReply, HistoryRequest,
     Lapsed, ListRoomsReply, ListRoomsRequest, LookupVisitorsReply, LookupVisitorsRequest,
-    NotifyReply, NotifyRequest, PlaceReply, PurgeReply, PutRoomRequest, RoomInfoReply, RoomRef,
-    RoomReply, RoomView, ScheduleRequest, SecurityReply, SecurityRequest, SeenReply, SeenRequest,
-    SetRateRequest, SetStateRequest, StatsReply, StatsRequest, StatusRequest, TargetingReply,
-    TargetingRequest, WatchRequest,
+    MetricsReply, MetricsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply,
+    PutRoomRequest, RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SecurityReply,
+    SecurityRequest, SeenReply, SeenRequest, SetRateRequest, SetStateRequest, StatsReply,
+    StatsRequest, StatusRequest, TargetingReply, TargetingRequest, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -533,6 +533,13 @@ impl Engine for EngineService {
 
     async fn stats(&self, _request: Request<StatsRequest>) -> Reply<StatsReply> {
         Ok(Response::new(self.store.stats().await?))
+    }
+
+    async fn metrics(&self, _request: Request<MetricsRequest>) -> Reply<MetricsReply> {
+        let stats = self.store.stats().await?;
+        Ok(Response::new(MetricsReply {
+            text: crate::metrics::exposition(&stats, self.store.store_metrics()),
+        }))
     }
 
     async fn notify(&self, request: Request<NotifyRequest>) -> Reply<NotifyReply> {

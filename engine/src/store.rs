@@ -113,6 +113,12 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
+    /// What the store records as it works, for `/metrics` (`None`: the memory store, which has
+    /// no journal or backend to measure).
+    fn store_metrics(&self) -> Option<&crate::metrics::StoreMetrics> {
+        None
+    }
+
     /// Whether the store can persist changes now, as it changes (`None`: always ready).
     fn readiness(&self) -> Option<watch::Receiver<bool>> {
         None

@@ -60,6 +60,9 @@ pub(crate) async fn ask(
         want_rules: question.want_rules,
     };
     let reply = state.engine.clone().check(request).await?.into_inner();
+    if !reply.room_found {
+        state.metrics.failed_open();
+    }
     let new_key = new_key.filter(|_| reply.session_opened);
     Ok(DoorAnswer { reply, new_key })
 }

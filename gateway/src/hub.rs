@@ -98,6 +98,19 @@ impl RoomHubs {
         hub
     }
 
+    /// Each room with listeners here, and how many (each open stream holds its room's hub).
+    pub(crate) fn listeners(&self) -> Vec<(String, usize)> {
+        let rooms = self
+            .rooms
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        rooms
+            .iter()
+            .map(|(room_id, hub)| (room_id.clone(), hub.strong_count()))
+            .filter(|(_, listeners)| *listeners > 0)
+            .collect()
+    }
+
     /// Rooms with at least one listener here.
     pub(crate) fn rooms_followed(&self) -> usize {
         let rooms = self

@@ -18,6 +18,7 @@ mod health;
 mod hub;
 mod inline;
 mod join_form;
+mod metrics;
 mod notify;
 mod pages;
 mod places;
@@ -79,6 +80,8 @@ pub(crate) struct GatewayState {
     pub(crate) stream_open_limiter: Arc<JoinRateLimiter>,
     pub(crate) stream_limits: Arc<StreamLimits>,
     pub(crate) hubs: Arc<RoomHubs>,
+    /// What this gateway counts for its private `/metrics` (GATEWAY_METRICS_ADDR).
+    pub(crate) metrics: Arc<metrics::GatewayMetrics>,
     /// Turns true when the process stops: open event streams end on it.
     pub(crate) shutdown: watch::Receiver<bool>,
 }
@@ -134,6 +137,7 @@ impl GatewayApp {
             )),
             stream_limits: StreamLimits::new(config.sse_max_total, config.sse_per_ip),
             hubs: RoomHubs::new(engine.clone(), shutdown.clone()),
+            metrics: metrics::GatewayMetrics::new(),
             config,
             engine,
             engine_health,
@@ -177,18 +181,41 @@ impl GatewayApp {
             .method_not_allowed_fallback(qm_http::method_not_allowed)
             .fallback(qm_http::not_found)
             .with_state(self.state.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                self.state.metrics.clone(),
+                metrics::track,
+            ))
+    }
+
+    /// The private metrics listener's router (`GET /metrics`), for GATEWAY_METRICS_ADDR.
+    pub fn metrics_router(&self) -> Router {
+        metrics::router(self.state.clone())
     }
 
     /// Serves until `shutdown` resolves: then open event streams end, new connections are
-    /// refused, and open requests drain for at most SHUTDOWN_DRAIN_SEC.
+    /// refused, and open requests drain for at most SHUTDOWN_DRAIN_SEC. `metrics`, when given,
+    /// is GATEWAY_METRICS_ADDR's listener: it serves `/metrics` until the gateway stops.
     pub async fn run(
         self,
         listener: tokio::net::TcpListener,
+        metrics: Option<tokio::net::TcpListener>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let options = qm_http::ServeOptions::from_config(&self.state.config, HEALTH_PATHS);
         let router = self.router();
-        qm_http::serve(listener, router, shutdown, self.stopping, options).await
+        let metrics = metrics.map(|listener| {
+            let router = self.metrics_router();
+            tokio::spawn(async move {
+                if let Err(error) = axum::serve(listener, router).await {
+                    tracing::error!(%error, "the gateway's metrics listener stopped");
+                }
+            })
+        });
+        let served = qm_http::serve(listener, router, shutdown, self.stopping, options).await;
+        if let Some(metrics) = metrics {
+            metrics.abort();
+        }
+        served
     }
 }
 

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -65,15 +65,23 @@ pub(crate) struct JoinRateLimiter {
     buckets: ShardedMap<Bucket>,
     capacity: f64,
     refill_per_sec: f64,
+    /// Requests refused since start (`qm_gateway_rate_limited_total`).
+    refused: AtomicU64,
 }
 
 impl JoinRateLimiter {
+    /// Requests this limiter refused since the process started.
+    pub(crate) fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn per_minute(limit_per_minute: u32) -> JoinRateLimiter {
         let capacity = f64::from(limit_per_minute.max(1));
         JoinRateLimiter {
             buckets: ShardedMap::new(),
             capacity,
             refill_per_sec: capacity / 60.0,
+            refused: AtomicU64::new(0),
         }
     }
 
@@ -100,6 +108,7 @@ impl JoinRateLimiter {
             Ok(())
         } else {
             let wait_sec = ((1.0 - bucket.tokens) / refill_per_sec).ceil();
+            self.refused.fetch_add(1, Ordering::Relaxed);
             Err((wait_sec as u64).max(1))
         };
         if inserted {

@@ -49,6 +49,8 @@ pub enum EngineSite {
 pub struct Listeners {
     pub engine: EngineSite,
     pub gateway: Option<TcpListener>,
+    /// The gateway's private metrics listener (GATEWAY_METRICS_ADDR), with the gateway only.
+    pub gateway_metrics: Option<TcpListener>,
     pub admin: Option<TcpListener>,
 }
 
@@ -56,7 +58,7 @@ pub struct Listeners {
 pub struct Components {
     engine_addr: SocketAddr,
     engine: Option<(EngineApp, TcpListener)>,
-    gateway: Option<(GatewayApp, TcpListener)>,
+    gateway: Option<(GatewayApp, TcpListener, Option<TcpListener>)>,
     admin: Option<(AdminApp, TcpListener)>,
 }
 
@@ -77,9 +79,10 @@ impl Components {
             EngineSite::Remote(addr) => (addr, None),
         };
         let target = EngineTarget::from_config_at(&config, engine_addr)?;
+        let gateway_metrics = listeners.gateway_metrics;
         let gateway = listeners.gateway.map(|listener| {
             let app = GatewayApp::new(config.clone(), target.client(), target.health_channel());
-            (app, listener)
+            (app, listener, gateway_metrics)
         });
         let admin = listeners.admin.map(|listener| {
             let app = AdminApp::new(config.clone(), target.client(), target.health_channel());
@@ -111,13 +114,19 @@ impl Components {
             tokio::spawn(async move { engine.run(listener, stop).await.map_err(RunError::from) })
         });
         let mut edges: JoinSet<Ended> = JoinSet::new();
-        if let Some((gateway, listener)) = self.gateway {
+        if let Some((gateway, listener, metrics)) = self.gateway {
             if let Ok(addr) = listener.local_addr() {
                 tracing::info!(%addr, "gateway listening (http)");
             }
+            if let Some(addr) = metrics
+                .as_ref()
+                .and_then(|metrics| metrics.local_addr().ok())
+            {
+                tracing::info!(%addr, "gateway metrics listening (http, private)");
+            }
             let stop = edges_stop.wait();
             edges.spawn(async move {
-                let result = gateway.run(listener, stop).await;
+                let result = gateway.run(listener, metrics, stop).await;
                 ("gateway", result.map_err(RunError::Gateway))
             });
         }

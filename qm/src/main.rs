@@ -106,6 +106,10 @@ async fn main() -> anyhow::Result<()> {
         true => Some(bind(config.gateway_addr, "HOST/PORT").await?),
         false => None,
     };
+    let gateway_metrics = match (runs(Target::Gateway), config.gateway_metrics_addr) {
+        (true, Some(addr)) => Some(bind(addr, "GATEWAY_METRICS_ADDR").await?),
+        _ => None,
+    };
     let admin = match runs(Target::Admin) {
         true => Some(bind(config.admin_addr, "ADMIN_HOST/ADMIN_PORT").await?),
         false => None,
@@ -113,6 +117,7 @@ async fn main() -> anyhow::Result<()> {
     let listeners = Listeners {
         engine,
         gateway,
+        gateway_metrics,
         admin,
     };
     let outcome = qm::run_all(config, listeners, shutdown).await;

@@ -25,6 +25,7 @@ async fn edges_drain_before_the_engine_stops() {
     let listeners = Listeners {
         engine: EngineSite::Local(loopback().await),
         gateway: Some(gateway),
+        gateway_metrics: None,
         admin: Some(loopback().await),
     };
     let components = Components::build(config(), listeners)
@@ -92,6 +93,7 @@ async fn an_edge_alone_talks_to_the_engine_elsewhere_and_stops_on_the_flag() {
     let listeners = Listeners {
         engine: EngineSite::Remote(remote),
         gateway: Some(loopback().await),
+        gateway_metrics: None,
         admin: None,
     };
     let components = Components::build(config(), listeners)

@@ -13,6 +13,7 @@ pub mod npm;
 pub mod origin;
 pub mod postgres;
 pub mod process;
+pub mod prometheus;
 pub mod servers;
 pub mod smtp;
 pub mod sse;
@@ -41,6 +42,8 @@ pub const TEST_ADMIN_KEY: &str = "test-admin-key-0123";
 pub struct TestApp {
     /// `http://127.0.0.1:<port>` of the gateway.
     pub gateway: String,
+    /// `http://127.0.0.1:<port>` of the gateway's private metrics listener.
+    pub gateway_metrics: String,
     /// `http://127.0.0.1:<port>` of the admin process.
     pub admin: String,
     pub engine_addr: SocketAddr,
@@ -159,9 +162,12 @@ async fn start(config: Arc<Config>, engine: EngineSite) -> TestApp {
     let gateway = format!("http://{}", gateway_listener.local_addr().expect("address"));
     let admin_listener = bind().await;
     let admin = format!("http://{}", admin_listener.local_addr().expect("address"));
+    let metrics_listener = bind().await;
+    let gateway_metrics = format!("http://{}", metrics_listener.local_addr().expect("address"));
     let listeners = Listeners {
         engine,
         gateway: Some(gateway_listener),
+        gateway_metrics: Some(metrics_listener),
         admin: Some(admin_listener),
     };
     let components = Components::build(config.clone(), listeners)
@@ -184,6 +190,7 @@ async fn start(config: Arc<Config>, engine: EngineSite) -> TestApp {
         .expect("http client builds");
     TestApp {
         gateway,
+        gateway_metrics,
         admin,
         engine_addr,
         config,

@@ -122,6 +122,26 @@ impl Alerts {
         }
     }
 
+    /// What `/metrics` shows of the alerts.
+    pub(crate) fn counts(&self) -> crate::prometheus::AlertCounts {
+        let book = self.book();
+        let mut firing: Vec<(&'static str, u64)> =
+            Rule::ALL.iter().map(|rule| (rule.alertname(), 0)).collect();
+        for (rule, _) in book.rules.firing().keys() {
+            if let Some(entry) = firing
+                .iter_mut()
+                .find(|(name, _)| *name == rule.alertname())
+            {
+                entry.1 += 1;
+            }
+        }
+        crate::prometheus::AlertCounts {
+            firing,
+            delivered: book.sent,
+            failed: book.failed,
+        }
+    }
+
     /// The state view.
     fn view(&self) -> Value {
         let book = self.book();

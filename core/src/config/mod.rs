@@ -174,6 +174,9 @@ pub struct Config {
     pub prequeue_max: u64,
     /// How often the rate controller probes a room's health URL (AUTOTUNE_PROBE_MS).
     pub autotune_probe_ms: u64,
+    /// Where each gateway serves its own Prometheus metrics (GATEWAY_METRICS_ADDR), an address
+    /// that stays private; `None`: no metrics listener.
+    pub gateway_metrics_addr: Option<SocketAddr>,
     /// Where alerts are sent (ALERT_WEBHOOK_URL); its path may be a credential, never printed.
     alert_webhook_url: Option<SecretString>,
     /// The alert rules' thresholds (ALERT_*).

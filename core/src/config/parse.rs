@@ -124,6 +124,7 @@ impl Config {
             max_connections: values.optional_number("MAX_CONNECTIONS")?,
             prequeue_max: values.number("PREQUEUE_MAX")?,
             autotune_probe_ms: values.number("AUTOTUNE_PROBE_MS")?,
+            gateway_metrics_addr: values.optional_socket_addr("GATEWAY_METRICS_ADDR")?,
             alert_webhook_url: values.text("ALERT_WEBHOOK_URL")?.map(SecretString::from),
             alerts: AlertSettings {
                 eval_ms: values.number("ALERT_EVAL_MS")?,

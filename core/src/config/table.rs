@@ -593,6 +593,17 @@ pub static VARIABLES: &[Variable] = &[
         warning: None,
     },
     Variable {
+        name: "GATEWAY_METRICS_ADDR",
+        default: Fallback::Described("unset: the gateway serves no metrics"),
+        rule: Rule::SocketAddr,
+        secret: false,
+        read_by: &[Gateway],
+        shown: Shown::Value(|config| {
+            json!(config.gateway_metrics_addr.map(|addr| addr.to_string()))
+        }),
+        warning: None,
+    },
+    Variable {
         name: "ALERT_WEBHOOK_URL",
         default: Fallback::Described("unset: alerts are evaluated and shown, never sent"),
         rule: Rule::Url {

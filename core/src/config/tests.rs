@@ -436,6 +436,7 @@ fn every_variable_set() -> HashMap<&'static str, &'static str> {
         ("MAX_CONNECTIONS", "24"),
         ("PREQUEUE_MAX", "16"),
         ("AUTOTUNE_PROBE_MS", "250"),
+        ("GATEWAY_METRICS_ADDR", "10.0.0.5:9464"),
         ("SHUTDOWN_DRAIN_SEC", "17"),
         (
             "ALERT_WEBHOOK_URL",
@@ -510,6 +511,10 @@ fn every_variable_of_the_table_reaches_the_config() {
         }
     );
     assert!(config.alert_webhook_url().is_some());
+    assert_eq!(
+        config.gateway_metrics_addr,
+        Some("10.0.0.5:9464".parse().unwrap())
+    );
     assert_eq!(
         (
             config.status_limit_per_min,

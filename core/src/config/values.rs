@@ -130,6 +130,17 @@ impl Values {
         }
     }
 
+    pub(super) fn optional_socket_addr(
+        &mut self,
+        name: &'static str,
+    ) -> Result<Option<SocketAddr>, ConfigError> {
+        match self.take(name)? {
+            None => Ok(None),
+            Some(Parsed::SocketAddr(addr)) => Ok(Some(addr)),
+            Some(_) => Err(not_of_kind(name, "host:port")),
+        }
+    }
+
     pub(super) fn ip_ranges(
         &mut self,
         name: &'static str,

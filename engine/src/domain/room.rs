@@ -104,6 +104,10 @@ pub struct Room {
     pub(crate) carry: OutflowCarry,
     recent_passes: [SecondCount; PASS_WINDOW_SECONDS],
     pub(crate) passed_total: u64,
+    /// Tickets ejected (from the line or as a pass) and entries purged (waiting tickets and
+    /// pre-queue entries) since the room was created: the metrics' counters, derived in the fold.
+    pub(crate) ejected_total: u64,
+    pub(crate) purged_total: u64,
     /// The branding object as JSON, kept with the config because every status answer carries it.
     pub(crate) branding_json: String,
     /// Last sighting (epoch ms) of a ticket's holder after its join, for the presence rule
@@ -138,6 +142,8 @@ impl Room {
             carry: OutflowCarry::default(),
             recent_passes: [SecondCount::default(); PASS_WINDOW_SECONDS],
             passed_total: 0,
+            ejected_total: 0,
+            purged_total: 0,
             branding_json: "{}".to_owned(),
             presence: HashMap::new(),
             door: DoorSessions::default(),
@@ -251,6 +257,7 @@ impl Room {
                 }
             }
             RoomEvent::Ejected { ticket, was } => {
+                self.ejected_total += 1;
                 self.door.end(*ticket);
                 self.apply_ejected(*ticket, *was);
             }
@@ -270,7 +277,8 @@ impl Room {
                 first_ticket,
                 order,
             } => self.apply_drawn(*first_ticket, order, at_ms),
-            RoomEvent::Purged { .. } => {
+            RoomEvent::Purged { count, pre_queue } => {
+                self.purged_total += count + pre_queue;
                 self.apply_pre_queue_purged();
                 for ticket in self.head..self.next_ticket {
                     if let Some(record) = self.ticket_mut(ticket)

@@ -98,6 +98,8 @@ impl Room {
             "oldestWaitSec": stats.oldest_wait_sec,
             "activePasses": stats.active_passes,
             "passedTotal": stats.passed_total,
+            "ejectedTotal": self.ejected_total,
+            "purgedTotal": self.purged_total,
             "nextTicket": stats.next_ticket,
             "estWaitSec": stats.est_wait_sec,
             "estWaitFloor": stats.est_wait_floor,

@@ -153,8 +153,13 @@ fn runs(waiting: &Waiting) -> Vec<(Run, usize)> {
 async fn commit_batch(shared: &Arc<Shared>, waiting: &mut Waiting) {
     let runs = runs(waiting);
     let journal_runs: Vec<Run> = runs.iter().map(|(run, _)| run.clone()).collect();
+    let started = Instant::now();
     match shared.journal.commit(&journal_runs).await {
         Ok(committed) => {
+            let events = journal_runs.iter().map(|run| run.records.len()).sum();
+            shared
+                .metrics
+                .journal_committed(started.elapsed().as_secs_f64(), events);
             shared.set_journal_ok(true);
             for (run, batches) in runs
                 .iter()

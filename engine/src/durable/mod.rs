@@ -333,6 +333,10 @@ impl Store for DurableStore {
         })))
     }
 
+    fn store_metrics(&self) -> Option<&crate::metrics::StoreMetrics> {
+        Some(&self.shared.metrics)
+    }
+
     fn readiness(&self) -> Option<watch::Receiver<bool>> {
         Some(self.shared.ready.subscribe())
     }

@@ -98,6 +98,7 @@ impl Shared {
         self.install(room, None);
         self.undiverge(room_id);
         self.announce_reload(room_id);
+        self.metrics.rebuilt();
         Ok(())
     }
 

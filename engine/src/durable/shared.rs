@@ -14,6 +14,7 @@ use super::outflow::Sightings;
 use super::valkey::Valkey;
 use super::writer::{Trouble, Writer};
 use crate::Environment;
+use crate::metrics::{Backend, StoreMetrics};
 use crate::rooms::{RoomTable, lock};
 
 pub(crate) struct Shared {
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     /// Batches offered to Valkey, and those refused because another engine landed first.
     pub(crate) landings: AtomicU64,
     pub(crate) stale_landings: AtomicU64,
+    /// The journal's commit latency and batch size, backend errors and rebuilds (`/metrics`).
+    pub(crate) metrics: StoreMetrics,
 }
 
 impl Shared {
@@ -63,6 +66,7 @@ impl Shared {
             sightings: Sightings::default(),
             landings: AtomicU64::new(0),
             stale_landings: AtomicU64::new(0),
+            metrics: StoreMetrics::default(),
         }
     }
 
@@ -93,11 +97,17 @@ impl Shared {
     }
 
     pub(crate) fn set_journal_ok(&self, ok: bool) {
+        if !ok {
+            self.metrics.failed(Backend::Postgres);
+        }
         self.journal_ok.store(ok, Ordering::Relaxed);
         self.update_ready();
     }
 
     pub(crate) fn set_valkey_ok(&self, ok: bool) {
+        if !ok {
+            self.metrics.failed(Backend::Valkey);
+        }
         self.valkey_ok.store(ok, Ordering::Relaxed);
         self.update_ready();
     }

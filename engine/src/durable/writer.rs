@@ -302,6 +302,7 @@ impl Shared {
                 | fred::error::ErrorKind::IO
                 | fred::error::ErrorKind::Canceled
         ) {
+            self.metrics.failed(crate::metrics::Backend::Valkey);
             return unavailable(format!("the live queue refused the change: {error}"));
         }
         self.set_valkey_ok(false);

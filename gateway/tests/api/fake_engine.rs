@@ -450,6 +450,9 @@ impl Engine for FakeEngine {
     async fn stats(&self, _: Request<StatsRequest>) -> Result<Response<StatsReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn metrics(&self, _: Request<MetricsRequest>) -> Result<Response<MetricsReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
     async fn notify(
         &self,
         _: Request<qm_proto::NotifyRequest>,

@@ -43,7 +43,7 @@ pub(crate) async fn spawn_gateway(overrides: &[(&str, &str)]) -> TestGateway {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let stop = Shutdown::new();
-    let server = tokio::spawn(app.run(listener, stop.wait()));
+    let server = tokio::spawn(app.run(listener, None, stop.wait()));
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -112,7 +112,7 @@ async fn readiness_follows_the_engine() {
     let app = qm_gateway::GatewayApp::new(config, target.client(), target.health_channel());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(app.run(listener, std::future::pending()));
+    tokio::spawn(app.run(listener, None, std::future::pending()));
     let http = reqwest::Client::new();
     let not_ready = Reply::read(http.get(format!("{url}/healthz")).send().await.unwrap()).await;
     assert_eq!(not_ready.status, 503);

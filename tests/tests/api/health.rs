@@ -37,7 +37,7 @@ async fn without_an_engine_the_edge_is_not_ready_and_says_why() {
     let admin_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let gateway_url = format!("http://{}", gateway_listener.local_addr().unwrap());
     let admin_url = format!("http://{}", admin_listener.local_addr().unwrap());
-    tokio::spawn(gateway.run(gateway_listener, std::future::pending()));
+    tokio::spawn(gateway.run(gateway_listener, None, std::future::pending()));
     tokio::spawn(admin.run(admin_listener, std::future::pending()));
 
     let http = reqwest::Client::new();

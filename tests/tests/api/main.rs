@@ -22,6 +22,7 @@ mod grants;
 mod health;
 mod identity;
 mod inline;
+mod metrics;
 mod notify;
 mod operator_input;
 mod outflow;
