@@ -24,6 +24,7 @@ mod metrics;
 mod operators;
 mod principal;
 mod prometheus;
+mod reports;
 mod rooms;
 mod routes;
 mod security;

@@ -20,7 +20,7 @@ use crate::gate::{Gate, RouteRow, gate};
 use crate::principal::Grant;
 use crate::{
     AdminState, alerts, audit, connectors, console, events, health, metrics, operators, prometheus,
-    rooms, security, session_routes, targeting, visitors,
+    reports, rooms, security, session_routes, targeting, visitors,
 };
 
 /// The whole router of the process, with its state.
@@ -193,6 +193,7 @@ fn api_table() -> Vec<Row> {
         row(M::GET, "/events", Read, None, events::events),
         row(M::GET, "/metrics", Read, None, metrics::metrics),
         row(M::GET, "/security", Read, None, security::security),
+        row(M::GET, "/reports", Read, None, reports::reports),
         row(M::GET, "/alerts", Read, None, alerts::state),
         row(
             M::POST,

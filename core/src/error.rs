@@ -135,6 +135,8 @@ error_codes! {
     InvalidRange => "invalid_range", 400;
     // The audit trail (GET /api/admin/audit).
     InvalidAuditQuery => "invalid_audit_query", 400;
+    // Reports (GET /api/admin/reports).
+    InvalidReportQuery => "invalid_report_query", 400;
     // Turn notifications (POST /api/notify).
     InvalidEmail => "invalid_email", 400;
     NotifyDisabled => "notify_disabled", 400;

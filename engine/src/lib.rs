@@ -26,6 +26,7 @@ pub mod memory;
 mod metrics;
 mod notify;
 mod outflow;
+pub mod reports;
 mod rooms;
 mod security;
 mod service;

@@ -1,6 +1,6 @@
 //! `MemoryStore`: the in-process store for development and tests. Diskless, starts empty,
 //! keeps no journal: a change is [`Room::execute`] under the room's lock, and its records are
-//! dropped. Locks are std mutexes never held across an `.await`; the futures it returns are
+//! folded into the room's report (what this boot saw) and dropped. Locks are std mutexes never held across an `.await`; the futures it returns are
 //! ready.
 
 use std::future::ready;
@@ -14,13 +14,17 @@ use crate::domain::{
     Claim, Command, DoorDecision, DoorInput, LapseReason, Outcome, PlaceAnswer, Room, RoomEvent,
     Targeting,
 };
+use crate::reports::ReportFold;
 use crate::rooms::{RoomTable, Slot};
 use crate::store::{RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
 use crate::view::room_info;
 
+/// Each room's report of this boot, fed every record the room takes (`crate::reports`).
+type Reports = std::sync::Mutex<ReportFold>;
+
 /// Rooms, each behind its own lock so rooms never contend with each other.
 pub struct MemoryStore {
-    rooms: RoomTable<()>,
+    rooms: RoomTable<Reports>,
     environment: Environment,
     /// `/api/check` calls for rooms that do not exist (the edge failed open).
     no_room_checks: AtomicU64,
@@ -65,7 +69,7 @@ impl MemoryStore {
 
     fn execute_now(&self, room_id: &str, command: &Command) -> Result<Outcome, ApiError> {
         let slot = match command {
-            Command::Put(_) => self.rooms.get_or_make(room_id, || ()),
+            Command::Put(_) => self.rooms.get_or_make(room_id, Reports::default),
             _ => self
                 .rooms
                 .get(room_id)
@@ -77,6 +81,7 @@ impl MemoryStore {
         if executed.records.is_empty() {
             return executed.outcome;
         }
+        report(&slot, &room, &executed.records);
         for record in &executed.records {
             match &record.event {
                 RoomEvent::Created { generation, .. } => {
@@ -94,7 +99,7 @@ impl MemoryStore {
         executed.outcome
     }
 
-    fn tick_room(&self, slot: &Slot<()>, now: i64) {
+    fn tick_room(&self, slot: &Slot<Reports>, now: i64) {
         let mut room = slot.lock();
         if !room.is_live() {
             return;
@@ -106,8 +111,20 @@ impl MemoryStore {
         if executed.records.is_empty() {
             slot.publish_if_state_changed(&room, now);
         } else {
+            report(slot, &room, &executed.records);
             slot.publish(&room, now);
         }
+    }
+}
+
+/// Feeds a room's report the records it just took (the room as they leave it).
+fn report(slot: &Slot<Reports>, room: &Room, records: &[crate::domain::EventRecord]) {
+    let mut fold = slot
+        .extra
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for record in records {
+        fold.observe(room, record);
     }
 }
 
@@ -185,8 +202,27 @@ impl Store for MemoryStore {
         Box::pin(ready(Ok(())))
     }
 
+    fn report(&self, room_id: String) -> StoreFuture<'_, ReportFold> {
+        let report = self
+            .rooms
+            .get(&room_id)
+            .filter(|slot| slot.lock().is_live())
+            .map(|slot| {
+                slot.extra
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            })
+            .ok_or_else(|| room_not_found(&room_id));
+        Box::pin(ready(report))
+    }
+
     fn watch(&self, room_id: String) -> StoreFuture<'_, RoomWatch> {
-        Box::pin(ready(Ok(self.rooms.watch(&room_id, self.now_ms(), || ()))))
+        Box::pin(ready(Ok(self.rooms.watch(
+            &room_id,
+            self.now_ms(),
+            Reports::default,
+        ))))
     }
 
     fn stats(&self) -> StoreFuture<'_, StatsReply> {

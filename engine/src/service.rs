@@ -23,9 +23,10 @@ use qm_proto::{
     DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest, HistoryReply, HistoryRequest,
     Lapsed, ListRoomsReply, ListRoomsRequest, LookupVisitorsReply, LookupVisitorsRequest,
     MetricsReply, MetricsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply,
-    PutRoomRequest, RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SecurityReply,
-    SecurityRequest, SeenReply, SeenRequest, SetRateRequest, SetStateRequest, StatsReply,
-    StatsRequest, StatusRequest, TargetingReply, TargetingRequest, WatchRequest,
+    PutRoomRequest, ReportReply, ReportRequest, RoomInfoReply, RoomRef, RoomReply, RoomView,
+    ScheduleRequest, SecurityReply, SecurityRequest, SeenReply, SeenRequest, SetRateRequest,
+    SetStateRequest, StatsReply, StatsRequest, StatusRequest, TargetingReply, TargetingRequest,
+    WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -39,6 +40,7 @@ use crate::domain::{
 };
 use crate::history::History;
 use crate::notify::Notifier;
+use crate::reports::Bucket;
 use crate::security::{Flagged, ScoredJoin, SecurityLedger};
 use crate::shutdown::stopped;
 use crate::store::Store;
@@ -533,6 +535,34 @@ impl Engine for EngineService {
 
     async fn stats(&self, _request: Request<StatsRequest>) -> Reply<StatsReply> {
         Ok(Response::new(self.store.stats().await?))
+    }
+
+    async fn report(&self, request: Request<ReportRequest>) -> Reply<ReportReply> {
+        let request = request.into_inner();
+        let room_id = checked_room_id(request.room_id)?;
+        let bucket = Bucket::from_name(&request.bucket).ok_or_else(|| {
+            ApiError::new(ErrorCode::InvalidReportQuery, "bucket must be hour or day")
+        })?;
+        let until_ms = match request.until_ms {
+            0 => i64::MAX,
+            until => until,
+        };
+        let fold = self.store.report(room_id.clone()).await?;
+        let rows = fold.rows(bucket, request.since_ms, until_ms);
+        let source = match self.store.stats().await?.store.as_str() {
+            "memory" => "memory",
+            _ => "journal",
+        };
+        let report = serde_json::json!({
+            "roomId": room_id,
+            "bucket": request.bucket,
+            "source": source,
+            "truncated": rows.len() == crate::reports::MAX_ROWS,
+            "rows": rows,
+        });
+        Ok(Response::new(ReportReply {
+            report_json: report.to_string(),
+        }))
     }
 
     async fn metrics(&self, _request: Request<MetricsRequest>) -> Reply<MetricsReply> {

@@ -82,6 +82,10 @@ pub trait Store: Send + Sync + 'static {
     /// Subscribes to a room's views; a missing room reads `exists: false` until it is created.
     fn watch(&self, room_id: String) -> StoreFuture<'_, RoomWatch>;
     fn stats(&self) -> StoreFuture<'_, StatsReply>;
+    /// The room's history folded for `/api/admin/reports` (`crate::reports`): replayed from the
+    /// journal on the durable store, what this boot saw on memory. `room_not_found` for a
+    /// missing room.
+    fn report(&self, room_id: String) -> StoreFuture<'_, crate::reports::ReportFold>;
     /// Sightings of the holders of `tickets` now (QM-345): a gateway's report of the streams it
     /// holds open. Best effort and unjournaled; unknown rooms and tickets are ignored.
     fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()>;

@@ -164,8 +164,14 @@ pub(crate) fn render(state: &GatewayState) -> String {
             .with_label_values(&[limit])
             .inc_by(limiter.refused());
     }
-    families.extend(streams.collect());
-    families.extend(refused.collect());
+    // A family with no series (no stream open) cannot be encoded: it is left out.
+    families.extend(
+        streams
+            .collect()
+            .into_iter()
+            .chain(refused.collect())
+            .filter(|family| !family.get_metric().is_empty()),
+    );
     let mut text = Vec::new();
     if let Err(error) = TextEncoder::new().encode(&families, &mut text) {
         tracing::error!(%error, "the gateway's metrics could not be encoded");

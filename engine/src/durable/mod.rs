@@ -16,7 +16,7 @@ mod committer;
 mod feed;
 pub mod journal;
 mod outflow;
-mod rebuild;
+pub(crate) mod rebuild;
 mod shared;
 mod valkey;
 mod writer;
@@ -331,6 +331,31 @@ impl Store for DurableStore {
             landings: self.shared.landings.load(Ordering::Relaxed),
             stale_landings: self.shared.stale_landings.load(Ordering::Relaxed),
         })))
+    }
+
+    fn report(&self, room_id: String) -> StoreFuture<'_, crate::reports::ReportFold> {
+        Box::pin(async move {
+            if self.read_live(&room_id, |_, _| ()).is_none() {
+                return Err(room_not_found(&room_id));
+            }
+            let records = self
+                .shared
+                .journal
+                .events_after(&room_id, 0)
+                .await
+                .map_err(|error| {
+                    ApiError::new(
+                        ErrorCode::StorageUnavailable,
+                        format!("the journal could not be read: {error}"),
+                    )
+                })?;
+            // A long journal is a lot of folding: off the threads that answer visitors.
+            tokio::task::spawn_blocking(move || {
+                crate::reports::ReportFold::replay(&room_id, &records)
+            })
+            .await
+            .map_err(|_| ApiError::new(ErrorCode::Internal, "the report fold stopped"))
+        })
     }
 
     fn store_metrics(&self) -> Option<&crate::metrics::StoreMetrics> {

@@ -35,6 +35,15 @@ pub(crate) struct Folded {
 
 /// Folds a room's journal, stopping at the first gap or reordering.
 pub(crate) fn fold(room_id: &str, records: &[EventRecord]) -> Folded {
+    fold_observed(room_id, records, |_, _| {})
+}
+
+/// [`fold`], showing `observe` each record with the room as it stands once applied (reports).
+pub(crate) fn fold_observed(
+    room_id: &str,
+    records: &[EventRecord],
+    mut observe: impl FnMut(&Room, &EventRecord),
+) -> Folded {
     let seq_before = records
         .first()
         .map_or(0, |first| first.seq.saturating_sub(1));
@@ -46,6 +55,7 @@ pub(crate) fn fold(room_id: &str, records: &[EventRecord]) -> Folded {
                 broken: Some(error),
             };
         }
+        observe(&room, record);
     }
     Folded { room, broken: None }
 }

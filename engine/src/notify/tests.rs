@@ -110,6 +110,9 @@ impl Store for DrawStore {
     fn stats(&self) -> StoreFuture<'_, StatsReply> {
         self.inner.stats()
     }
+    fn report(&self, room_id: String) -> StoreFuture<'_, crate::reports::ReportFold> {
+        self.inner.report(room_id)
+    }
 }
 
 const OWNER: &str = "owner-session-hash";

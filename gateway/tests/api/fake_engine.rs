@@ -453,6 +453,9 @@ impl Engine for FakeEngine {
     async fn metrics(&self, _: Request<MetricsRequest>) -> Result<Response<MetricsReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn report(&self, _: Request<ReportRequest>) -> Result<Response<ReportReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
     async fn notify(
         &self,
         _: Request<qm_proto::NotifyRequest>,

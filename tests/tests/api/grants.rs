@@ -32,6 +32,7 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     ("GET", "/events", "monitor"),
     ("GET", "/metrics", "monitor"),
     ("GET", "/security", "monitor"),
+    ("GET", "/reports", "monitor"),
     ("GET", "/alerts", "monitor"),
     ("POST", "/alerts", "operator"),
     ("GET", "/audit", "viewer"),

@@ -30,6 +30,7 @@ mod pages;
 mod presence;
 mod protection;
 mod refresh;
+mod reports;
 mod routing;
 mod security_logs;
 mod targeting;

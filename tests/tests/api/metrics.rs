@@ -187,3 +187,105 @@ async fn each_gateway_counts_routes_streams_refusals_and_fail_open_checks() {
     promtool_check(&text);
     app.stop().await;
 }
+
+/// Every `qm_…` name in `text` (a histogram's `_bucket`, `_sum` and `_count` read as its name).
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(found) = text[at..].find("qm_") {
+        let start = at + found;
+        let end = text[start..]
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .map_or(text.len(), |length| start + length);
+        let preceded_by_word =
+            start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b'_');
+        if !preceded_by_word {
+            let name = &text[start..end];
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .unwrap_or(name);
+            names.insert(base.to_owned());
+        }
+        at = end;
+    }
+    names
+}
+
+fn repository_file(path: &str) -> String {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|error| panic!("{}: {error}", full.display()))
+}
+
+#[tokio::test]
+async fn the_dashboard_and_the_guide_name_only_metrics_the_product_exposes() {
+    let guide = repository_file("docs/OPERATIONS.md");
+    let section = guide
+        .split("\n## Metrics\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("OPERATIONS.md has a Metrics section");
+    let documented = metric_names(section);
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&repository_file("deploy/grafana/queue-manager.json"))
+            .expect("the dashboard is JSON");
+    assert_eq!(dashboard["uid"], "queue-manager");
+    let mut expressions = String::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            expressions.push_str(target["expr"].as_str().unwrap_or_default());
+            expressions.push('\n');
+        }
+    }
+    let charted = metric_names(&expressions);
+    let undocumented: Vec<&String> = charted.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "the dashboard charts {undocumented:?}"
+    );
+
+    // What a scrape shows after traffic; the errors and rebuilds need a fault to appear, and the
+    // journal's figures need the durable store.
+    let app = spawn_app().await;
+    app.create_room(room_body("seen", 60, json!({}))).await;
+    let (joined, _) = app.join_as_new_visitor("seen").await;
+    let token = joined.body["token"].as_str().expect("token").to_owned();
+    app.get(&format!("{}/api/check?roomId=none&token=x", app.gateway))
+        .await;
+    // With no stream open the gateway's other families still encode.
+    let quiet = gateway_scrape(&app).await;
+    assert_eq!(
+        sample(&quiet, "qm_gateway_rate_limited_total{limit=\"join\"}"),
+        Some(0.0),
+        "{quiet}"
+    );
+    promtool_check(&quiet);
+    let _stream = app.events("/events", &token).await.expect("stream opens");
+    let exposed: std::collections::BTreeSet<String> =
+        metric_names(&scrape(&app, TEST_ADMIN_KEY).await)
+            .union(&metric_names(&gateway_scrape(&app).await))
+            .cloned()
+            .collect();
+    let durable_only = ["qm_journal_", "qm_valkey_"];
+    let after_a_fault = [
+        "qm_store_errors_total",
+        "qm_room_rebuilds_total",
+        "qm_room_estimated_wait_seconds",
+    ];
+    let missing: Vec<&String> = documented
+        .iter()
+        .filter(|name| !exposed.contains(*name))
+        .filter(|name| !after_a_fault.contains(&name.as_str()))
+        .filter(|name| {
+            app.backing.is_some() || !durable_only.iter().any(|prefix| name.starts_with(prefix))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "documented but not exposed: {missing:?}"
+    );
+    app.stop().await;
+}
