@@ -17,6 +17,7 @@ window.QMConsoleRooms = (() => {
   const Draw = window.QMConsoleDraw;
   const Visitors = window.QMConsoleVisitors;
   const Security = window.QMConsoleSecurity;
+  const Signals = window.QMConsoleSignals;
   const { $, $$, fmt, state, api, describe, roomById, cardOf, rateOf, duration, localTime } = window.QMConsoleCore;
   const Access = window.QMConsoleAccess;
   const { RANGES } = Draw;
@@ -195,6 +196,7 @@ window.QMConsoleRooms = (() => {
       refreshChart();
       Visitors.reset();
       Security.reset();
+      Signals.reset();
     }
   }
 

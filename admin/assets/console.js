@@ -15,6 +15,7 @@
 (() => {
   const Visitors = window.QMConsoleVisitors;
   const Security = window.QMConsoleSecurity;
+  const Signals = window.QMConsoleSignals;
   const Access = window.QMConsoleAccess;
   const Admin = window.QMConsoleAdmin;
   const { RANGES } = window.QMConsoleDraw;
@@ -149,8 +150,17 @@
     Visitors.wire({ room: () => (Access.principal.monitor ? null : state.selected), api, describe });
     // Bot protection's account is for every read credential, the monitor token included.
     Security.wire({ room: () => state.selected, api, describe });
+    // Alerts for every read credential; the decisions come from the audit trail (viewer and up).
+    Signals.wire({
+      room: () => (state.signedIn ? state.selected : null),
+      monitor: () => Boolean(Access.principal.monitor),
+      signedIn: () => state.signedIn,
+      api,
+      describe,
+    });
     Admin.wire();
     Access.onPrincipal(() => Admin.showPage('rooms', false));
+    Access.onPrincipal(() => Signals.start());
     $('#room-form').addEventListener('submit', submitRoom);
     $('#schedule-form').addEventListener('submit', submitSchedule);
     $('#schedule-clear').addEventListener('click', clearSchedule);

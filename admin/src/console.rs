@@ -29,12 +29,13 @@ const CONSOLE_HTML: &str = include_str!("../assets/console.html");
 const CONSOLE_CSS: &str = include_str!("../assets/console.css");
 
 /// The console's scripts in the order the page runs them, each with the placeholder of its
-/// `<script src>` in console.html: the drawing, form and visitor-lookup helpers, the bot-protection panel; the shared
+/// `<script src>` in console.html: the drawing, form and visitor-lookup helpers, the bot-protection panel, the alerts and
+/// automatic-decisions panels; the shared
 /// state and API call; who is signed in and what their role may use; the rooms list and
 /// chart, the live stream, the session, the room controls and the audit, operator, share-link
 /// and shutdown pages, each using only the ones before it; the keyboard and wiring last, which
 /// starts it all.
-const SCRIPTS: [(&str, &str, &str); 12] = [
+const SCRIPTS: [(&str, &str, &str); 13] = [
     (
         "console-draw",
         "{{draw_js_path}}",
@@ -54,6 +55,11 @@ const SCRIPTS: [(&str, &str, &str); 12] = [
         "console-security",
         "{{security_js_path}}",
         include_str!("../assets/console-security.js"),
+    ),
+    (
+        "console-signals",
+        "{{signals_js_path}}",
+        include_str!("../assets/console-signals.js"),
     ),
     (
         "console-core",

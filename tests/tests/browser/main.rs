@@ -8,4 +8,5 @@ mod access;
 mod console;
 mod console_controls;
 mod inline;
+mod signals;
 mod visitor;
