@@ -212,6 +212,15 @@ fn a_session_keeps_its_slot_past_the_pass_window_and_gives_it_back_when_it_ends(
 }
 
 #[test]
+fn a_session_outliving_its_pass_window_leaves_no_pass_slotless() {
+    // The store differential's minimal case: more slot holders than live passes.
+    let mut room = passed_room(json!({"passedTtlSec": 30}));
+    check(&mut room, &input(token(1), "", "k1", ""), T0);
+    assert_eq!(room.slotless_passes(T0 + 30_001), 0);
+    assert_eq!(room.admin_json(T0 + 30_001)["slotlessPasses"], 0);
+}
+
+#[test]
 fn a_session_opened_from_a_slotless_pass_takes_no_slot() {
     // Rate 60/min with presence on: a holder never seen is a ghost whose pass owns no slot.
     let mut room = room_with(json!({"maxConcurrent": 5, "ratePerMinute": 60,

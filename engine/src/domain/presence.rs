@@ -238,7 +238,9 @@ impl Room {
             .iter()
             .filter(|pass| pass.at_ms + ttl_ms > now_ms)
             .count() as u64;
-        live - self.active_passes(now_ms)
+        // A door session keeps its slot after its pass's entry window closes, so the slot
+        // holders can outnumber the live passes: then no live pass is slotless.
+        live.saturating_sub(self.active_passes(now_ms))
     }
 
     /// Forgets sightings no rule can read any more (tickets that left the line, passes past a
