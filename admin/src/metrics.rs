@@ -78,21 +78,25 @@ pub(crate) fn points(samples: &[HistorySample]) -> Vec<Value> {
         .collect()
 }
 
-/// GET /api/admin/metrics.
-pub(crate) async fn metrics(
-    _: Authenticated,
-    State(state): State<AdminState>,
-    Query(query): Query<MetricsQuery>,
-) -> Result<Json<Value>, AppError> {
-    let room_id = query
-        .room_id
+/// The `roomId` a per-room read names (the charts, the reports), or 400 `invalid_room_id`.
+pub(crate) fn required_room_id(room_id: Option<String>) -> Result<String, ApiError> {
+    room_id
         .filter(|id| qm_core::ids::is_valid_room_id(id))
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::InvalidRoomId,
                 "roomId is required: 1-64 characters of A-Z a-z 0-9 _ -",
             )
-        })?;
+        })
+}
+
+/// GET /api/admin/metrics.
+pub(crate) async fn metrics(
+    _: Authenticated,
+    State(state): State<AdminState>,
+    Query(query): Query<MetricsQuery>,
+) -> Result<Json<Value>, AppError> {
+    let room_id = required_room_id(query.room_id)?;
     let range = query.range.unwrap_or_else(|| DEFAULT_RANGE.to_owned());
     let length = range_ms(&range)?;
     let now = qm_core::clock::now_ms();

@@ -77,19 +77,9 @@ pub(crate) async fn reports(
     Query(query): Query<ReportQuery>,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
-    let room_id = query
-        .room_id
-        .filter(|id| qm_core::ids::is_valid_room_id(id))
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::InvalidRoomId,
-                "roomId is required: 1-64 characters of A-Z a-z 0-9 _ -",
-            )
-        })?;
+    let room_id = crate::metrics::required_room_id(query.room_id)?;
+    // The engine judges the bucket (`qm_engine::reports::Bucket`): 400 invalid_report_query.
     let bucket = query.bucket.unwrap_or_else(|| "hour".to_owned());
-    if bucket != "hour" && bucket != "day" {
-        return Err(refusal("bucket must be hour or day").into());
-    }
     let since_ms = instant("since", query.since.as_deref())?;
     let until_ms = instant("until", query.until.as_deref())?;
     if until_ms != 0 && until_ms <= since_ms {

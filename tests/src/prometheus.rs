@@ -123,17 +123,22 @@ impl PrometheusServer {
         panic!("prometheus never became ready; its log:\n{}", self.log());
     }
 
-    /// An instant query through the HTTP API: the result vector.
-    pub async fn query(&self, promql: &str) -> Vec<Value> {
-        let reply: Value = reqwest::Client::new()
-            .get(format!("{}/api/v1/query", self.url))
-            .query(&[("query", promql)])
+    /// A GET of the HTTP API at `path` with `query`, as JSON.
+    async fn api(&self, path: &str, query: &[(&str, &str)]) -> Value {
+        reqwest::Client::new()
+            .get(format!("{}{path}", self.url))
+            .query(query)
             .send()
             .await
             .expect("prometheus answers")
             .json()
             .await
-            .expect("JSON");
+            .expect("JSON")
+    }
+
+    /// An instant query through the HTTP API: the result vector.
+    pub async fn query(&self, promql: &str) -> Vec<Value> {
+        let reply = self.api("/api/v1/query", &[("query", promql)]).await;
         assert_eq!(reply["status"], "success", "{promql}: {reply}");
         reply["data"]["result"]
             .as_array()
@@ -162,14 +167,7 @@ impl PrometheusServer {
             }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        let targets: Value = reqwest::Client::new()
-            .get(format!("{}/api/v1/targets", self.url))
-            .send()
-            .await
-            .expect("prometheus answers")
-            .json()
-            .await
-            .expect("JSON");
+        let targets = self.api("/api/v1/targets", &[]).await;
         panic!(
             "{promql}: expected {expected}, last answered {last:?}; targets: {targets}\nlog:\n{}",
             self.log()
