@@ -132,6 +132,8 @@ window.QMConsoleForm = (() => {
     setValue(form, 'autotune.minRate', autotune && autotune.minRate);
     setValue(form, 'autotune.maxRate', autotune && autotune.maxRate);
     setValue(form, 'autotune.targetP95Ms', autotune && autotune.targetP95Ms);
+    setValue(form, 'autotune.healthUrl', autotune && autotune.healthUrl);
+    setValue(form, 'autotune.coolDownSec', autotune && autotune.coolDownSec);
     setValue(form, 'protection.mode', r.protection ? r.protection.mode : '');
     const autoActivate = r.autoActivate;
     setValue(form, 'autoActivate.enabled', autoActivate ? String(autoActivate.enabled) : '');
@@ -185,10 +187,12 @@ window.QMConsoleForm = (() => {
       body.autotune = null;
     } else {
       const autotune = { enabled: autotuneEnabled === 'true' };
-      for (const key of ['minRate', 'maxRate', 'targetP95Ms']) {
+      for (const key of ['minRate', 'maxRate', 'targetP95Ms', 'coolDownSec']) {
         const value = number('autotune.' + key);
         if (value !== null) autotune[key] = value;
       }
+      const healthUrl = text('autotune.healthUrl').trim();
+      if (healthUrl !== '') autotune.healthUrl = healthUrl;
       body.autotune = autotune;
     }
     const mode = text('protection.mode');

@@ -292,6 +292,9 @@ impl RoomConfig {
         if let Some(value) = object.get("onBackendDown") {
             next.on_backend_down = fields::on_backend_down(value)?;
         }
+        if let Some(autotune) = &next.autotune {
+            autotune.check_source(next.proxy_origin.as_deref())?;
+        }
         Ok(next)
     }
 

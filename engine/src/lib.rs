@@ -154,10 +154,14 @@ impl EngineApp {
         health.set_serving::<EngineServer<EngineService>>().await;
 
         let ticker = tokio::spawn(outflow::run_ticker(self.store.clone(), stop.clone()));
+        let inline_answers = Arc::new(autotune::InlineAnswers::default());
         tokio::spawn(autotune::run(
-            self.store.clone(),
-            self.access.clone(),
-            Duration::from_millis(self.config.autotune_probe_ms),
+            autotune::Controller {
+                store: self.store.clone(),
+                access: self.access.clone(),
+                inline_answers: inline_answers.clone(),
+                probe_every: Duration::from_millis(self.config.autotune_probe_ms),
+            },
             stop.clone(),
         ));
         let auto_activation = Arc::new(auto_activate::AutoActivation::default());
@@ -202,6 +206,7 @@ impl EngineApp {
                 .with_history(history)
                 .with_access(self.access.clone())
                 .with_auto_activation(auto_activation)
+                .with_inline_answers(inline_answers)
                 .with_keyring(&self.config.keyring()),
             RequireCredential::new(self.config.engine_credential().expose_secret()),
         );

@@ -22,11 +22,11 @@ use qm_proto::{
     CheckInReply, CheckInRequest, CheckInsReply, CheckReply, CheckRequest, ConnectorCheckIn,
     DeleteReply, EjectReply, EjectRequest, FlushReply, FlushRequest, HistoryReply, HistoryRequest,
     Lapsed, ListRoomsReply, ListRoomsRequest, LookupVisitorsReply, LookupVisitorsRequest,
-    MetricsReply, MetricsRequest, NotifyReply, NotifyRequest, PlaceReply, PurgeReply,
-    PutRoomRequest, ReportReply, ReportRequest, RoomInfoReply, RoomRef, RoomReply, RoomView,
-    ScheduleRequest, SecurityReply, SecurityRequest, SeenReply, SeenRequest, SetRateRequest,
-    SetStateRequest, StatsReply, StatsRequest, StatusRequest, TargetingReply, TargetingRequest,
-    WatchRequest,
+    MetricsReply, MetricsRequest, NotifyReply, NotifyRequest, OriginAnswersReply,
+    OriginAnswersRequest, PlaceReply, PurgeReply, PutRoomRequest, ReportReply, ReportRequest,
+    RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SecurityReply, SecurityRequest,
+    SeenReply, SeenRequest, SetRateRequest, SetStateRequest, StatsReply, StatsRequest,
+    StatusRequest, TargetingReply, TargetingRequest, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -34,6 +34,7 @@ use tonic::{Request, Response, Status};
 
 use crate::access::{Access, Credential, monitor_token_to_wire, operator_to_wire};
 use crate::auto_activate::AutoActivation;
+use crate::autotune::InlineAnswers;
 use crate::check_ins::CheckIns;
 use crate::domain::{
     Claim, ClaimedPlace, DoorInput, JoinRequest, LookupKeys, PlaceAnswer, PlaceStatus,
@@ -76,6 +77,8 @@ pub(crate) struct EngineService {
     started_ms: i64,
     /// Threshold activation's arrival counts, fed by joins and door checks.
     auto_activation: Arc<AutoActivation>,
+    /// Autotune's inline answers, fed by the gateways' reports.
+    inline_answers: Arc<InlineAnswers>,
 }
 
 impl EngineService {
@@ -101,6 +104,7 @@ impl EngineService {
             client_digest_key: [0; 32],
             started_ms: qm_core::clock::now_ms(),
             auto_activation: Arc::default(),
+            inline_answers: Arc::default(),
         }
     }
 
@@ -171,6 +175,11 @@ impl EngineService {
 
     pub(crate) fn with_auto_activation(mut self, controller: Arc<AutoActivation>) -> EngineService {
         self.auto_activation = controller;
+        self
+    }
+
+    pub(crate) fn with_inline_answers(mut self, answers: Arc<InlineAnswers>) -> EngineService {
+        self.inline_answers = answers;
         self
     }
 
@@ -432,6 +441,17 @@ impl Engine for EngineService {
         let room_id = checked_room_id(request.room_id)?;
         self.store.seen(room_id, request.tickets).await?;
         Ok(Response::new(SeenReply {}))
+    }
+
+    async fn origin_answers(
+        &self,
+        request: Request<OriginAnswersRequest>,
+    ) -> Reply<OriginAnswersReply> {
+        for room in request.into_inner().rooms {
+            self.inline_answers
+                .record(&room.room_id, &room.latency_ms, &room.ok);
+        }
+        Ok(Response::new(OriginAnswersReply {}))
     }
 
     async fn room_info(&self, request: Request<RoomRef>) -> Reply<RoomInfoReply> {

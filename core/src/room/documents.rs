@@ -41,9 +41,10 @@ pub struct Branding {
     pub support_text: Option<String>,
 }
 
-/// The automatic rate controller's settings: the origin's health URL it probes, the p95
-/// latency it aims under, and the bounds of the rate it may set. Acted on by the engine's
-/// controller (`qm_engine` `autotune.rs`).
+/// The automatic rate controller's settings: what it reads of the origin's health (the health
+/// URL it probes, or without one the answers the inline gate forwards for a room with a
+/// `proxyOrigin`), the p95 latency it aims under, and the bounds of the rate it may set. Acted
+/// on by the engine's controller (`qm_engine` `autotune`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Autotune {
@@ -86,6 +87,19 @@ impl Autotune {
         self.max_rate
             .unwrap_or(crate::room::MAX_RATE_PER_MINUTE)
             .max(self.min_rate())
+    }
+
+    /// An enabled controller must have something to read: a health URL, or the inline gate's
+    /// answers of a room in inline mode.
+    pub(crate) fn check_source(&self, proxy_origin: Option<&str>) -> Result<(), ApiError> {
+        if !self.enabled || self.health_url.is_some() || proxy_origin.is_some() {
+            return Ok(());
+        }
+        Err(field_error(
+            ErrorCode::InvalidAutotune,
+            "autotune.healthUrl",
+            "is required while autotune is enabled on a room without proxyOrigin: the origin's URL the controller probes (an inline room's controller reads the answers the gate forwards instead)",
+        ))
     }
 }
 
@@ -359,13 +373,6 @@ pub(super) fn autotune(value: &Value) -> Result<Option<Autotune>, ApiError> {
         None | Some(Value::Null) => None,
         Some(value) => Some(health_url(value)?),
     };
-    if enabled && health_url.is_none() {
-        return Err(field_error(
-            code,
-            "autotune.healthUrl",
-            "is required while autotune is enabled: the origin's URL the controller probes",
-        ));
-    }
     let cool_down_sec = match object.get("coolDownSec") {
         None | Some(Value::Null) => None,
         Some(value) => match value.as_u64() {

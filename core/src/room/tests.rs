@@ -442,6 +442,26 @@ fn autotune_protection_auto_activate() {
             "{bad}"
         );
     }
+    // An inline room's controller needs no health URL: it reads the answers the gate forwards;
+    // taking the proxyOrigin away from it takes its source away, and is refused.
+    let inline = json!({"proxyOrigin": "http://10.0.0.5:8080", "autotune": {"enabled": true, "minRate": 10}});
+    let inline_room = update(inline).expect("an inline room tunes from its answers");
+    assert_eq!(
+        code_of(RoomConfig::apply_patch(
+            Some(&inline_room),
+            &json!({"proxyOrigin": null}),
+            NOW
+        )),
+        ErrorCode::InvalidAutotune
+    );
+    assert!(
+        RoomConfig::apply_patch(
+            Some(&inline_room),
+            &json!({"proxyOrigin": null, "autotune": {"enabled": true, "healthUrl": "http://o/h"}}),
+            NOW
+        )
+        .is_ok()
+    );
     assert!(update(json!({"protection": {"mode": "enforce"}})).is_ok());
     assert_eq!(
         code_of(update(json!({"protection": {"mode": "strict"}}))),

@@ -55,7 +55,7 @@ pub(super) async fn serve(front: &InlineFront, request: Request, room_id: &str) 
         .get(&door_cookie_name(room_id))
         .filter(|key| is_valid_session_id(key));
     if door_key.is_some_and(|key| front.admitted.admits(room_id, key)) {
-        return forward(front, request, &room).await;
+        return forward(front, request, room_id, &room).await;
     }
     let peer = peer_of(&request);
     let client = client_address(peer, request.headers(), &state.config.trusted_proxies);
@@ -92,7 +92,7 @@ pub(super) async fn serve(front: &InlineFront, request: Request, room_id: &str) 
     }
     let set_cookies = door_cookies(front, request.headers(), &cookies, room_id, &answer);
     let mut response = if answer.reply.action == "pass" {
-        forward(front, request, &room).await
+        forward(front, request, room_id, &room).await
     } else if answer.reply.backend_down {
         let error = ApiError::new(
             ErrorCode::StorageUnavailable,
@@ -150,7 +150,7 @@ async fn backend_down(
     if let Some(room) = room.filter(|room| room.open_when_down)
         && unusable(room, room_id).is_none()
     {
-        return forward(front, request, room).await;
+        return forward(front, request, room_id, room).await;
     }
     if is_navigation(&request) {
         return page::waiting(
@@ -164,7 +164,13 @@ async fn backend_down(
     AppError(error.with_retry_after(BACKEND_DOWN_RETRY_SEC)).into_response()
 }
 
-async fn forward(front: &InlineFront, request: Request, room: &InlineRoom) -> Response {
+/// Forwards to the room's origin, counting how the origin answered for autotune.
+async fn forward(
+    front: &InlineFront,
+    request: Request,
+    room_id: &str,
+    room: &InlineRoom,
+) -> Response {
     let peer = peer_of(&request);
     let host = request_host(request.headers(), request.uri()).unwrap_or_default();
     let to = Forwarding {
@@ -174,7 +180,13 @@ async fn forward(front: &InlineFront, request: Request, room: &InlineRoom) -> Re
         scheme: scheme_of(front, request.headers(), peer),
         host: &host,
     };
-    match front.origin.forward(request, &to).await {
+    let started = std::time::Instant::now();
+    let forwarded = front.origin.forward(request, &to).await;
+    let answered = matches!(&forwarded, Ok(response) if !response.status().is_server_error());
+    front
+        .answers
+        .record(&front.state, room_id, started.elapsed(), answered);
+    match forwarded {
         Ok(response) => response,
         Err(error) => AppError(error).into_response(),
     }

@@ -7,6 +7,7 @@
 //! handed to the gateway's router untouched.
 
 mod admitted;
+mod answers;
 mod gate;
 mod origin_pool;
 mod own_routes;
@@ -36,6 +37,8 @@ struct InlineFront {
     origin: proxy::OriginClient,
     rooms: rooms::RoomCache,
     admitted: admitted::AdmittedKeys,
+    /// The origins' answers, sampled for the engine's rate controller.
+    answers: Arc<answers::OriginAnswers>,
 }
 
 /// The gateway's router behind the inline front (only when INLINE_HOSTS names a host).
@@ -47,6 +50,7 @@ pub(crate) fn front(state: GatewayState, routes: Router) -> Router {
         origin: proxy::OriginClient::new(timeout),
         rooms: rooms::RoomCache::default(),
         admitted: admitted::AdmittedKeys::default(),
+        answers: Arc::default(),
     });
     Router::new().fallback(move |request: Request| {
         let front = front.clone();

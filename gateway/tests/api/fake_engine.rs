@@ -384,6 +384,13 @@ impl Engine for FakeEngine {
         Ok(Response::new(SeenReply {}))
     }
 
+    async fn origin_answers(
+        &self,
+        _request: Request<OriginAnswersRequest>,
+    ) -> Result<Response<OriginAnswersReply>, Status> {
+        Ok(Response::new(OriginAnswersReply {}))
+    }
+
     async fn room_info(
         &self,
         request: Request<RoomRef>,

@@ -318,7 +318,11 @@ async fn the_console_creates_a_room_changes_its_rate_and_the_row_and_chart_follo
 async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_keyboard() {
     browser::run(180, async {
         let app = spawn_app().await;
-        app.create_room(room_body("keys", 0, json!({}))).await;
+        let autotune = json!({
+            "enabled": false, "minRate": 5, "healthUrl": "http://127.0.0.1:9/health", "coolDownSec": 45
+        });
+        app.create_room(room_body("keys", 0, json!({ "autotune": autotune })))
+            .await;
         app.create_room(room_body("other", 0, json!({}))).await;
         for _ in 0..3 {
             app.join_as_new_visitor("keys").await;
@@ -392,8 +396,27 @@ async fn the_console_refuses_a_wrong_key_purges_with_a_confirm_and_answers_the_k
             .await
             .expect("read the form");
         assert_eq!(id, json!("keys"), "the form edits the selected room");
-        press(&browser, &char::from(Key::Escape).to_string()).await;
+        let tuning = browser
+            .js(
+                "var f = document.querySelector('#room-form');\
+                 return [f.elements['autotune.healthUrl'].value, f.elements['autotune.coolDownSec'].value];",
+                vec![],
+            )
+            .await
+            .expect("read the autotune fields");
+        assert_eq!(tuning, json!(["http://127.0.0.1:9/health", "45"]));
+        // Saved unchanged, the room keeps every autotune setting the form shows.
+        click(&browser, "#room-form-submit").await;
         wait_open(&browser, "#room-dialog", false).await;
+        wait_for("the saved room", SHOWN, || async {
+            let room = app.room("keys").await;
+            if room["autotune"] == autotune {
+                Ok(())
+            } else {
+                Err(room["autotune"].to_string())
+            }
+        })
+        .await;
         press(&browser, "4").await;
         wait_for("the chart to switch to the hour range", SHOWN, || async {
             let pressed = browser
