@@ -163,7 +163,9 @@ async fn every_call_without_the_credential_is_refused_before_any_handler() {
     let mut trusted = engine.client();
     create_guarded_room(&mut trusted).await;
 
-    let wrong = EngineTarget::new(engine.addr, "another-engine-credential").client();
+    let wrong = EngineTarget::new(engine.addr, "another-engine-credential")
+        .expect("a socket address")
+        .client();
     for (who, codes) in [
         ("no credential", every_rpc!(engine.bare_client())),
         ("a wrong credential", every_rpc!(wrong.clone())),
@@ -195,7 +197,8 @@ async fn every_call_without_the_credential_is_refused_before_any_handler() {
 #[tokio::test]
 async fn the_health_service_answers_without_the_credential() {
     let engine = start(&[]).await;
-    let anyone = EngineTarget::new(engine.addr, "no-credential-needed-here");
+    let anyone =
+        EngineTarget::new(engine.addr, "no-credential-needed-here").expect("a socket address");
     qm_proto::client::engine_ready(anyone.health_channel())
         .await
         .expect("a probe needs no credential");
@@ -265,7 +268,9 @@ async fn with_tls_calls_are_encrypted_and_plain_text_is_not_served() {
         .expect("health over TLS");
 
     // Plain gRPC on the TLS port is not served.
-    let mut plain = EngineTarget::new(engine.addr, ENGINE_TOKEN).client();
+    let mut plain = EngineTarget::new(engine.addr, ENGINE_TOKEN)
+        .expect("a socket address")
+        .client();
     assert_ne!(
         outcome(plain.list_rooms(ListRoomsRequest::default())).await,
         Code::Ok

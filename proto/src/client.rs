@@ -5,7 +5,6 @@
 //! token>`, see [`wire_credential`]); the engine refuses a call without it before any handler
 //! runs. With `ENGINE_TLS_CA` the connection is TLS, verified against that CA.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use qm_core::config::Config;
@@ -51,12 +50,15 @@ pub enum TargetError {
     Ca { path: String, error: std::io::Error },
     #[error("ENGINE_TLS_CA: {0}")]
     Tls(#[from] tonic::transport::Error),
+    #[error(transparent)]
+    Address(#[from] BadAuthority),
 }
 
 /// Where the engine is and how to reach it.
 #[derive(Clone)]
 pub struct EngineTarget {
-    addr: SocketAddr,
+    /// `host:port`, as the endpoints are built from it.
+    authority: String,
     credential: Credential,
     /// Calls: bounded by [`CALL_TIMEOUT`].
     calls: Endpoint,
@@ -64,40 +66,51 @@ pub struct EngineTarget {
     probes: Endpoint,
 }
 
-/// An endpoint for `addr` with the given scheme and call timeout.
-fn endpoint(scheme: &str, addr: SocketAddr, timeout: Duration) -> Endpoint {
-    Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .expect("a socket address makes a valid uri")
+/// Why an engine address cannot be reached at all.
+#[derive(Debug, thiserror::Error)]
+#[error("ENGINE_CONNECT: '{0}' does not make a URI")]
+pub struct BadAuthority(String);
+
+/// An endpoint for `authority` with the given scheme and call timeout.
+fn endpoint(scheme: &str, authority: &str, timeout: Duration) -> Result<Endpoint, BadAuthority> {
+    Ok(Endpoint::from_shared(format!("{scheme}://{authority}"))
+        .map_err(|_| BadAuthority(authority.to_owned()))?
         .connect_timeout(Duration::from_secs(2))
         .timeout(timeout)
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_while_idle(true)
+        .keep_alive_while_idle(true))
 }
 
 impl EngineTarget {
-    /// The engine at `addr`, over plain gRPC, presenting `token`.
-    pub fn new(addr: SocketAddr, token: &str) -> EngineTarget {
+    /// The engine at `authority` (`host:port`; a socket address or a DNS name), over plain
+    /// gRPC, presenting `token`.
+    pub fn new(authority: impl ToString, token: &str) -> Result<EngineTarget, BadAuthority> {
+        let authority = authority.to_string();
         let credential = MetadataValue::try_from(wire_credential(token))
             .expect("Bearer and hex are visible ASCII");
-        EngineTarget {
-            addr,
+        Ok(EngineTarget {
+            calls: endpoint("http", &authority, CALL_TIMEOUT)?,
+            probes: endpoint("http", &authority, Duration::from_secs(2))?,
+            authority,
             credential: Credential(credential),
-            calls: endpoint("http", addr, CALL_TIMEOUT),
-            probes: endpoint("http", addr, Duration::from_secs(2)),
-        }
+        })
     }
 
-    /// The engine as the configuration names it: ENGINE_ADDR, the engine credential, and TLS
-    /// when ENGINE_TLS_CA is set (the CA file is read now, so a bad path stops start-up).
+    /// The engine as the configuration names it: ENGINE_CONNECT (else ENGINE_ADDR), the engine
+    /// credential, and TLS when ENGINE_TLS_CA is set (the CA file is read now, so a bad path
+    /// stops start-up).
     pub fn from_config(config: &Config) -> Result<EngineTarget, TargetError> {
-        EngineTarget::from_config_at(config, config.engine_addr)
+        EngineTarget::from_config_at(config, config.engine_target())
     }
 
-    /// [`EngineTarget::from_config`] for an engine at `addr` (the address a listener actually
-    /// bound, or a test's engine elsewhere).
-    pub fn from_config_at(config: &Config, addr: SocketAddr) -> Result<EngineTarget, TargetError> {
-        let target = EngineTarget::new(addr, config.engine_credential().expose_secret());
+    /// [`EngineTarget::from_config`] for an engine at `authority` (the address a listener
+    /// actually bound, or a test's engine elsewhere).
+    pub fn from_config_at(
+        config: &Config,
+        authority: impl ToString,
+    ) -> Result<EngineTarget, TargetError> {
+        let target = EngineTarget::new(authority, config.engine_credential().expose_secret())?;
         let Some(path) = &config.engine_tls.ca else {
             return Ok(target);
         };
@@ -109,7 +122,7 @@ impl EngineTarget {
             .engine_tls
             .domain
             .clone()
-            .unwrap_or_else(|| addr.ip().to_string());
+            .unwrap_or_else(|| target.host().to_owned());
         target.with_tls(&ca, &domain)
     }
 
@@ -119,13 +132,25 @@ impl EngineTarget {
         let tls = ClientTlsConfig::new()
             .ca_certificate(Certificate::from_pem(ca))
             .domain_name(domain);
-        self.calls = endpoint("https", self.addr, CALL_TIMEOUT).tls_config(tls.clone())?;
-        self.probes = endpoint("https", self.addr, Duration::from_secs(2)).tls_config(tls)?;
+        self.calls = endpoint("https", &self.authority, CALL_TIMEOUT)?.tls_config(tls.clone())?;
+        self.probes =
+            endpoint("https", &self.authority, Duration::from_secs(2))?.tls_config(tls)?;
         Ok(self)
     }
 
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    /// `host:port`, as configured.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The host the certificate must name by default: the authority without its port (an IPv6
+    /// address without its brackets).
+    fn host(&self) -> &str {
+        let host = self
+            .authority
+            .rsplit_once(':')
+            .map_or(self.authority.as_str(), |(host, _)| host);
+        host.trim_start_matches('[').trim_end_matches(']')
     }
 
     /// A client that does not connect until the first call, so a gateway can start before its

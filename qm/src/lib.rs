@@ -8,7 +8,6 @@
 //! engine stops. A component that stops on its own stops the others: a half-running `qm all`
 //! helps nobody.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use qm_admin::AdminApp;
@@ -41,8 +40,9 @@ pub enum RunError {
 pub enum EngineSite {
     /// Served by this process on this listener; the edges connect to its bound address.
     Local(TcpListener),
-    /// Served elsewhere (`qm gateway`, `qm admin`, or an engine process in a test).
-    Remote(SocketAddr),
+    /// Served elsewhere (`qm gateway`, `qm admin`, or an engine process in a test), at this
+    /// `host:port` (a DNS name is resolved at each connect).
+    Remote(String),
 }
 
 /// The listeners of the components this process runs; `None` leaves that edge out.
@@ -56,7 +56,8 @@ pub struct Listeners {
 
 /// Every component of this process, built and ready to serve.
 pub struct Components {
-    engine_addr: SocketAddr,
+    /// Where the edges reach the engine: its listener's address, or ENGINE_CONNECT's.
+    engine_target: String,
     engine: Option<(EngineApp, TcpListener)>,
     gateway: Option<(GatewayApp, TcpListener, Option<TcpListener>)>,
     admin: Option<(AdminApp, TcpListener)>,
@@ -70,15 +71,15 @@ impl Components {
     /// migrates and catches up before this returns, and the edges connect to the address its
     /// listener actually bound (port 0 in tests).
     pub async fn build(config: Arc<Config>, listeners: Listeners) -> Result<Components, RunError> {
-        let (engine_addr, engine) = match listeners.engine {
+        let (engine_target, engine) = match listeners.engine {
             EngineSite::Local(listener) => {
                 let addr = listener.local_addr().map_err(RunError::EngineListener)?;
                 let engine = EngineApp::new(config.clone()).await?;
-                (addr, Some((engine, listener)))
+                (addr.to_string(), Some((engine, listener)))
             }
-            EngineSite::Remote(addr) => (addr, None),
+            EngineSite::Remote(authority) => (authority, None),
         };
-        let target = EngineTarget::from_config_at(&config, engine_addr)?;
+        let target = EngineTarget::from_config_at(&config, &engine_target)?;
         let gateway_metrics = listeners.gateway_metrics;
         let gateway = listeners.gateway.map(|listener| {
             let app = GatewayApp::new(config.clone(), target.client(), target.health_channel());
@@ -89,16 +90,16 @@ impl Components {
             (app, listener)
         });
         Ok(Components {
-            engine_addr,
+            engine_target,
             engine,
             gateway,
             admin,
         })
     }
 
-    /// The engine address the edges talk to.
-    pub fn engine_addr(&self) -> SocketAddr {
-        self.engine_addr
+    /// The engine address the edges talk to (`host:port`).
+    pub fn engine_target(&self) -> &str {
+        &self.engine_target
     }
 
     /// Serves every component until `shutdown` is set or one of them stops on its own; then
@@ -109,7 +110,7 @@ impl Components {
         let engine_stop = Shutdown::new();
 
         let mut engine = self.engine.map(|(engine, listener)| {
-            tracing::info!(addr = %self.engine_addr, "engine listening (grpc)");
+            tracing::info!(addr = %self.engine_target, "engine listening (grpc)");
             let stop = engine_stop.wait();
             tokio::spawn(async move { engine.run(listener, stop).await.map_err(RunError::from) })
         });

@@ -100,7 +100,7 @@ async fn main() -> anyhow::Result<()> {
     let engine = if runs(Target::Engine) {
         EngineSite::Local(bind(config.engine_addr, "ENGINE_ADDR").await?)
     } else {
-        EngineSite::Remote(config.engine_addr)
+        EngineSite::Remote(config.engine_target())
     };
     let gateway = match runs(Target::Gateway) {
         true => Some(bind(config.gateway_addr, "HOST/PORT").await?),

@@ -31,7 +31,8 @@ async fn edges_drain_before_the_engine_stops() {
     let components = Components::build(config(), listeners)
         .await
         .expect("builds");
-    let engine_addr = components.engine_addr();
+    let engine_addr: std::net::SocketAddr =
+        components.engine_target().parse().expect("a bound address");
     let shutdown = Shutdown::new();
     let running = tokio::spawn(components.run(shutdown.clone()));
     let health = qm_proto::EngineTarget::from_config_at(&config(), engine_addr)
@@ -89,9 +90,8 @@ async fn edges_drain_before_the_engine_stops() {
 
 #[tokio::test]
 async fn an_edge_alone_talks_to_the_engine_elsewhere_and_stops_on_the_flag() {
-    let remote: SocketAddr = "127.0.0.1:9".parse().expect("address");
     let listeners = Listeners {
-        engine: EngineSite::Remote(remote),
+        engine: EngineSite::Remote("engine.internal:9".to_owned()),
         gateway: Some(loopback().await),
         gateway_metrics: None,
         admin: None,
@@ -99,7 +99,7 @@ async fn an_edge_alone_talks_to_the_engine_elsewhere_and_stops_on_the_flag() {
     let components = Components::build(config(), listeners)
         .await
         .expect("builds");
-    assert_eq!(components.engine_addr(), remote);
+    assert_eq!(components.engine_target(), "engine.internal:9");
     let shutdown = Shutdown::new();
     shutdown.trigger();
     let outcome = tokio::time::timeout(Duration::from_secs(5), components.run(shutdown))

@@ -152,7 +152,7 @@ pub async fn spawn_app_on(backing: Option<Backing>, overrides: &[(&str, &str)]) 
 /// the engine may be down on purpose.
 pub async fn spawn_edge(engine_addr: SocketAddr, env: &HashMap<String, String>) -> TestApp {
     let config = Arc::new(Config::from_source(env).expect("test configuration is valid"));
-    start(config, EngineSite::Remote(engine_addr)).await
+    start(config, EngineSite::Remote(engine_addr.to_string())).await
 }
 
 /// Builds the components through `qm`'s own composition (what `qm all` runs) on ephemeral
@@ -173,7 +173,10 @@ async fn start(config: Arc<Config>, engine: EngineSite) -> TestApp {
     let components = Components::build(config.clone(), listeners)
         .await
         .expect("components build");
-    let engine_addr = components.engine_addr();
+    let engine_addr: SocketAddr = components
+        .engine_target()
+        .parse()
+        .expect("the engine's address (bound here, or a socket address elsewhere)");
     let shutdown = Shutdown::new();
     let running = components.run(shutdown.clone());
     let task = tokio::spawn(async move {

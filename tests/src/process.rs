@@ -130,7 +130,9 @@ impl EngineProcess {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             // The health service asks no credential.
-            let channel = qm_proto::EngineTarget::new(self.addr, "").health_channel();
+            let channel = qm_proto::EngineTarget::new(self.addr, "")
+                .expect("a socket address")
+                .health_channel();
             if qm_proto::client::engine_ready(channel).await.is_ok() {
                 return;
             }

@@ -117,8 +117,12 @@ pub struct Config {
     pub gateway_addr: SocketAddr,
     /// Admin listen address (ADMIN_HOST, ADMIN_PORT).
     pub admin_addr: SocketAddr,
-    /// Engine gRPC address (ENGINE_ADDR): where the engine listens and the others connect.
+    /// Engine gRPC address (ENGINE_ADDR): where the engine listens, and where the others
+    /// connect unless ENGINE_CONNECT says otherwise.
     pub engine_addr: SocketAddr,
+    /// ENGINE_CONNECT: the engine as a gateway or admin process reaches it (`host:port`, a DNS
+    /// name allowed: a Service name in Kubernetes, a service in compose).
+    pub engine_connect: Option<String>,
     /// ENGINE_TOKEN: the credential every engine call carries; `None` derives it from SECRET.
     engine_token: Option<SecretString>,
     /// TLS of the engine's port (ENGINE_TLS_*): plain gRPC when unset.
@@ -265,6 +269,13 @@ impl Config {
             .copied()
             .unwrap_or_default();
         SecretString::from(hex::encode(key))
+    }
+
+    /// Where the edges reach the engine: ENGINE_CONNECT, else ENGINE_ADDR.
+    pub fn engine_target(&self) -> String {
+        self.engine_connect
+            .clone()
+            .unwrap_or_else(|| self.engine_addr.to_string())
     }
 
     /// Whether separate processes can share the engine credential: SECRET or ENGINE_TOKEN is

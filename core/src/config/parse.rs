@@ -46,6 +46,7 @@ impl Config {
         check_reach("ADMIN_HOST", admin_host, default_key)?;
         let admin_port: u16 = values.number("ADMIN_PORT")?;
         let engine_addr = values.socket_addr("ENGINE_ADDR")?;
+        let engine_connect = values.text("ENGINE_CONNECT")?;
 
         let store = values.required_text("STORE")?;
         let store = StoreKind::from_name(&store)
@@ -76,6 +77,12 @@ impl Config {
 
         let engine_token = values.text("ENGINE_TOKEN")?;
         check_engine_reach(engine_addr, secret_is_configured || engine_token.is_some())?;
+        if engine_connect.is_some() && !(secret_is_configured || engine_token.is_some()) {
+            return Err(invalid(
+                "ENGINE_CONNECT",
+                "names an engine in another process, whose credential this one cannot know: set SECRET (or ENGINE_TOKEN) to the same value on every process",
+            ));
+        }
         let engine_tls = engine_tls(&mut values)?;
 
         let email_notify = values.flag("EMAIL_NOTIFY")?;
@@ -92,6 +99,7 @@ impl Config {
             gateway_addr: SocketAddr::new(host, port),
             admin_addr: SocketAddr::new(admin_host, admin_port),
             engine_addr,
+            engine_connect,
             engine_token: engine_token.map(SecretString::from),
             engine_tls,
             store,

@@ -39,6 +39,11 @@ impl Rule {
             Rule::SocketAddr => parse_socket_addr(trimmed)
                 .map(Parsed::SocketAddr)
                 .ok_or_else(|| format!("'{text}' is not host:port (e.g. 127.0.0.1:50051)")),
+            Rule::HostPort => parse_host_port(trimmed)
+                .map(|()| Parsed::Text(trimmed.to_owned()))
+                .ok_or_else(|| {
+                    format!("'{text}' is not host:port (e.g. qm-engine:50051 or 10.0.0.7:50051)")
+                }),
             Rule::Url { schemes, example } => {
                 let known = schemes.iter().any(|scheme| {
                     text.strip_prefix(scheme)
@@ -126,6 +131,31 @@ fn parse_socket_addr(text: &str) -> Option<SocketAddr> {
     let (host, port) = text.rsplit_once(':')?;
     let port: u16 = port.parse().ok()?;
     (host == "localhost").then(|| SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
+}
+
+/// `host:port` where the host is a DNS name, an IPv4 address or a bracketed IPv6 address.
+fn parse_host_port(text: &str) -> Option<()> {
+    let (host, port) = text.rsplit_once(':')?;
+    let port: u16 = port.parse().ok()?;
+    if port == 0 {
+        return None;
+    }
+    if let Some(inner) = host
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+    {
+        return inner.parse::<std::net::Ipv6Addr>().ok().map(|_| ());
+    }
+    let name_like = !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        });
+    name_like.then_some(())
 }
 
 /// SMTP_URL's rules: `smtp://host[:port]` (plain; `?tls=required` for STARTTLS,

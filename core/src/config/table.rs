@@ -57,6 +57,8 @@ pub enum Rule {
     Host,
     /// `host:port`, the host an IP address or `localhost`.
     SocketAddr,
+    /// `host:port`, the host a DNS name or an IP address (IPv6 bracketed), port 1–65535.
+    HostPort,
     /// A URL of one of these schemes; `example` is quoted in the error.
     Url {
         schemes: &'static [&'static str],
@@ -183,6 +185,15 @@ pub static VARIABLES: &[Variable] = &[
         secret: false,
         read_by: Process::ALL,
         shown: Shown::Value(|config| json!(config.engine_addr.to_string())),
+        warning: None,
+    },
+    Variable {
+        name: "ENGINE_CONNECT",
+        default: Fallback::Described("ENGINE_ADDR"),
+        rule: Rule::HostPort,
+        secret: false,
+        read_by: &[Gateway, Admin],
+        shown: Shown::Value(|config| json!(config.engine_target())),
         warning: None,
     },
     Variable {

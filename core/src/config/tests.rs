@@ -116,6 +116,42 @@ fn an_engine_port_beyond_loopback_needs_a_credential_other_processes_can_share()
 }
 
 #[test]
+fn engine_connect_names_the_engine_by_host_and_port_and_needs_a_shared_credential() {
+    let secret = ("SECRET", "a-secret-of-sixteen-or-more");
+    assert_eq!(Config::defaults().engine_target(), "127.0.0.1:50051");
+    for (given, target) in [
+        ("qm-engine:50051", "qm-engine:50051"),
+        (
+            " qm-engine.queue.svc.cluster.local:7000 ",
+            "qm-engine.queue.svc.cluster.local:7000",
+        ),
+        ("10.0.0.7:50051", "10.0.0.7:50051"),
+        ("[fd00::7]:50051", "[fd00::7]:50051"),
+    ] {
+        let edge = config(&[("ENGINE_CONNECT", given), secret]).expect(given);
+        assert_eq!(edge.engine_target(), target);
+        assert_eq!(edge.public_json()["ENGINE_CONNECT"], json!(target));
+    }
+    for bad in [
+        "qm-engine",
+        "qm-engine:0",
+        "qm-engine:70000",
+        "http://qm-engine:50051",
+        "-engine:50051",
+        "qm_engine:50051",
+        "[not-v6]:50051",
+        ":50051",
+    ] {
+        let refused = config(&[("ENGINE_CONNECT", bad), secret]).unwrap_err();
+        assert_eq!(refused.var, "ENGINE_CONNECT", "{bad}");
+        assert!(refused.to_string().contains("host:port"), "{refused}");
+    }
+    let alone = config(&[("ENGINE_CONNECT", "qm-engine:50051")]).unwrap_err();
+    assert_eq!(alone.var, "ENGINE_CONNECT");
+    assert!(alone.to_string().contains("SECRET"), "{alone}");
+}
+
+#[test]
 fn the_engine_credential_is_the_token_or_derived_from_secret() {
     use secrecy::ExposeSecret;
     let token = config(&[("ENGINE_TOKEN", "an-engine-token-of-16+")]).unwrap();
@@ -437,6 +473,7 @@ fn every_variable_set() -> HashMap<&'static str, &'static str> {
         ("PREQUEUE_MAX", "16"),
         ("AUTOTUNE_PROBE_MS", "250"),
         ("GATEWAY_METRICS_ADDR", "10.0.0.5:9464"),
+        ("ENGINE_CONNECT", "qm-engine:50051"),
         ("SHUTDOWN_DRAIN_SEC", "17"),
         (
             "ALERT_WEBHOOK_URL",
