@@ -29,6 +29,16 @@ pub(crate) async fn healthz(State(state): State<AdminState>) -> (StatusCode, Jso
     (status, Json(body))
 }
 
+/// GET /livez: 200 while this process answers HTTP, whatever the engine says — a liveness
+/// probe, so an engine outage makes the admin process unready without restarting it.
+pub(crate) async fn livez() -> Json<Value> {
+    Json(json!({
+        "live": true,
+        "process": "admin",
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
 /// GET /api/admin/health.
 pub(crate) async fn admin_health(
     _: Authenticated,

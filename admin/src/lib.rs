@@ -72,7 +72,12 @@ pub(crate) struct AdminState {
 
 /// Readiness: answered even on a connection shed past MAX_CONNECTIONS (the spec's health
 /// exemption).
-const HEALTH_PATHS: &[&str] = &["/healthz", "/api/admin/health", "/api/v1/admin/health"];
+const HEALTH_PATHS: &[&str] = &[
+    "/healthz",
+    "/livez",
+    "/api/admin/health",
+    "/api/v1/admin/health",
+];
 
 /// The admin HTTP application, ready to serve on a listener.
 pub struct AdminApp {

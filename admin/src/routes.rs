@@ -33,6 +33,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/", get(console::page))
         .route("/assets/{name}", get(console::asset))
         .route("/healthz", get(health::healthz))
+        .route("/livez", get(health::livez))
         // Prometheus: a read credential, held by the same gate as the operator API.
         .route("/metrics", prometheus_route(&state))
         // The documentation that ships with the build; no credential.

@@ -1,7 +1,9 @@
 //! The `qm` binary. It only parses the target, binds its listeners and hands them to
 //! [`qm::run_all`], which composes the `qm-engine`, `qm-gateway` and `qm-admin` libraries.
 //! `qm` alone runs `qm all`. `qm migrate` and `qm rebuild [ROOM]` are the durable store's
-//! maintenance commands.
+//! maintenance commands; `qm healthcheck engine|gateway|admin` is a container's health check.
+
+mod healthcheck;
 
 use std::sync::Arc;
 
@@ -35,6 +37,12 @@ enum Command {
     Rebuild {
         /// The room id; every journaled room when omitted.
         room: Option<String>,
+    },
+    /// Exits 0 when the process of that kind on this host (its address from the same
+    /// environment) is ready, 1 with the reason when it is not: a container's health check.
+    Healthcheck {
+        #[arg(value_enum)]
+        process: healthcheck::Probed,
     },
 }
 
@@ -77,6 +85,13 @@ async fn main() -> anyhow::Result<()> {
         Command::Run(target) => target,
         Command::Migrate => return migrate(&config).await,
         Command::Rebuild { room } => return rebuild(&config, room.as_deref()).await,
+        Command::Healthcheck { process } => match healthcheck::check(&config, process).await {
+            Ok(()) => return Ok(()),
+            Err(why) => {
+                eprintln!("qm healthcheck: not ready: {why}");
+                std::process::exit(1);
+            }
+        },
     };
     if target != Target::All && !config.engine_credential_is_shared() {
         eprintln!(
