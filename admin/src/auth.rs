@@ -36,7 +36,7 @@ use subtle::ConstantTimeEq;
 use crate::AdminState;
 use crate::keys::{self, KeyKind};
 use crate::principal::{Principal, PrincipalKind, Role};
-use crate::session::{Recheck, console_cookies};
+use crate::session::{Recheck, console_cookies, session_of};
 use qm_http::AppError;
 
 /// Query parameters that look like a credential.
@@ -75,6 +75,8 @@ pub(crate) enum AuthError {
     BadTicket,
     #[error("too many event-stream tickets are outstanding; try again shortly")]
     TooManyTickets,
+    #[error("too many console sessions are signed in; sign one out or try again later")]
+    TooManySessions,
     /// The engine could not say whether a key is live: not the caller's fault, not counted.
     #[error("{}", .0.message)]
     Engine(ApiError),
@@ -99,12 +101,14 @@ impl From<AuthError> for AppError {
             | AuthError::NoSession
             | AuthError::BadTicket => ErrorCode::Unauthorized,
             AuthError::CsrfRequired => ErrorCode::CsrfRequired,
-            AuthError::TooManyTickets => ErrorCode::RateLimited,
+            AuthError::TooManyTickets | AuthError::TooManySessions => ErrorCode::RateLimited,
             AuthError::Engine(api) => return AppError(api),
         };
         let api = ApiError::new(code, error.to_string());
         match error {
-            AuthError::TooManyTickets => AppError(api.with_retry_after(30)),
+            AuthError::TooManyTickets | AuthError::TooManySessions => {
+                AppError(api.with_retry_after(30))
+            }
             _ => AppError(api),
         }
     }
@@ -161,10 +165,10 @@ pub(crate) fn log_refused(kind: PresentedKind, client: Option<IpAddr>, error: &A
 
 /// Which credential let a request in: an SSE ticket is scoped to the one that minted it, and
 /// a stream re-checks it every tick.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Credential {
     AdminKey,
-    /// A console session, by id.
+    /// A console session, by its record name (a digest of the cookie's id, never the id).
     Session(String),
     /// An operator key or monitor token, by its verifiers (never the key).
     Key(Recheck),
@@ -173,7 +177,7 @@ pub(crate) enum Credential {
 /// Proof that the request carried a valid admin credential, and whose. Put in the request's
 /// extensions by the gate (`crate::gate`); a route the gate did not let in has none, and the
 /// extractor then refuses (fail closed).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Authenticated {
     pub(crate) principal: Principal,
     pub(crate) credential: Credential,
@@ -284,8 +288,8 @@ pub(crate) async fn still_live(
 ) -> Result<bool, ApiError> {
     match credential {
         Credential::AdminKey => Ok(true),
-        Credential::Session(session_id) => {
-            let Some(recheck) = state.sessions.live_recheck(session_id) else {
+        Credential::Session(session) => {
+            let Some(recheck) = state.sessions.live_recheck(session).await? else {
                 return Ok(false);
             };
             match recheck {
@@ -293,7 +297,7 @@ pub(crate) async fn still_live(
                 Some(recheck) => {
                     let live = find(state, &recheck).await?.is_some();
                     if !live {
-                        state.sessions.revoke(session_id);
+                        state.sessions.revoke(session).await?;
                     }
                     Ok(live)
                 }
@@ -334,13 +338,12 @@ pub(crate) async fn authenticate(
             }
         };
     }
-    let cookies = console_cookies(headers);
-    if cookies.is_empty() {
+    if console_cookies(headers).is_empty() {
         return Err(AuthError::Missing);
     }
-    let Some(session) = cookies
-        .into_iter()
-        .find_map(|value| state.sessions.resolve(value))
+    let Some(session) = session_of(&state.sessions, headers)
+        .await
+        .map_err(AuthError::Engine)?
     else {
         log_refused(PresentedKind::ConsoleSession, client, &AuthError::NoSession);
         return Err(AuthError::NoSession);
@@ -352,7 +355,11 @@ pub(crate) async fn authenticate(
             .is_none()
     {
         // The key that signed this console in was revoked: the session ends with it.
-        state.sessions.revoke(&session.id);
+        state
+            .sessions
+            .revoke(&session.id)
+            .await
+            .map_err(AuthError::Engine)?;
         log_refused(PresentedKind::ConsoleSession, client, &AuthError::NoSession);
         return Err(AuthError::NoSession);
     }

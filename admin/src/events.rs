@@ -3,19 +3,19 @@
 //! EventSource cannot send a header, and a key in a URL lands in logs, so the stream is opened
 //! with a ticket: random, single use, valid 30 s, spent on first use and scoped to the credential
 //! that minted it (a ticket minted by a console session dies with that session). Bearer and the
-//! console cookie are accepted on the stream as well. Tickets, like sessions, live in this admin
-//! process's memory. A stream opened by a console session ends at the first tick after that
-//! session is signed out.
+//! console cookie are accepted on the stream as well. Tickets, like sessions, are records the
+//! engine keeps for every admin process (kind `ticket`, named by a digest of the ticket), so a
+//! ticket minted through one admin instance opens the stream on another, and taking it is one
+//! step there: two instances redeeming it at once cannot both succeed. A stream opened by a
+//! console session ends at the first tick after that session is signed out.
 //!
 //! Every 2 s the stream reads `ListRooms` and `Stats` from the engine and sends an `event: stats`
 //! frame computed by [`crate::frames`]: real engine numbers, never invented. A tick the engine
 //! cannot answer is an `event: unavailable` frame `{error, code}`; the stream stays open and the
 //! client keeps what it holds (the next frame is still relative to it).
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
@@ -26,14 +26,17 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::Stream;
 use qm_core::ApiError;
 use qm_core::shutdown::stopped;
-use qm_proto::{ListRoomsRequest, StatsRequest};
+use qm_proto::{
+    EngineClient, GetRecordRequest, ListRoomsRequest, PutRecordRequest, RecordRef, StatsRequest,
+};
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::AdminState;
-use crate::auth::{AuthError, Authenticated, Credential, still_live};
+use crate::auth::{AuthError, Authenticated, still_live};
 use crate::frames::{FrameSequence, Sparkline, totals};
-use crate::principal::{Principal, Role};
+use crate::principal::Role;
 use crate::rooms::{parse_rooms, redact_room};
 use qm_http::AppError;
 
@@ -41,56 +44,69 @@ use qm_http::AppError;
 pub(crate) const TICKET_TTL: Duration = Duration::from_secs(30);
 /// Interval between frames.
 pub(crate) const TICK: Duration = Duration::from_secs(2);
-/// Outstanding tickets one process keeps; a flood of mints past it is refused, not stored.
-const MAX_TICKETS: usize = 10_000;
+/// Outstanding tickets the engine keeps for the admin processes; a flood of mints past it is
+/// refused, not stored.
+const MAX_TICKETS: u32 = 10_000;
+/// The engine's name for a ticket record.
+const RECORD_KIND: &str = "ticket";
 
-#[derive(Debug, Clone)]
-struct Ticket {
-    credential: Credential,
-    principal: Principal,
-    expires_at: Instant,
+/// A ticket's record: named by a digest of the ticket, so the store never holds a bearer secret.
+fn ticket_record(ticket: &str) -> RecordRef {
+    RecordRef {
+        kind: RECORD_KIND.to_owned(),
+        id: Sha256::digest(ticket.as_bytes()).to_vec(),
+    }
 }
 
-/// Unspent event-stream tickets.
-#[derive(Default)]
+/// Unspent event-stream tickets, kept by the engine for every admin process.
 pub(crate) struct TicketStore {
-    /// Ticket → who minted it. A std mutex, never held across an `.await`.
-    tickets: Mutex<HashMap<String, Ticket>>,
+    engine: EngineClient,
 }
 
 impl TicketStore {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Ticket>> {
-        self.tickets
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    pub(crate) fn new(engine: EngineClient) -> TicketStore {
+        TicketStore { engine }
     }
 
-    pub(crate) fn mint(&self, caller: Authenticated) -> Result<String, AuthError> {
-        let now = Instant::now();
-        let mut tickets = self.lock();
-        tickets.retain(|_, ticket| ticket.expires_at > now);
-        if tickets.len() >= MAX_TICKETS {
+    pub(crate) async fn mint(&self, caller: Authenticated) -> Result<String, AuthError> {
+        let ticket = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+        let payload = serde_json::to_vec(&caller).map_err(|error| {
+            AuthError::Engine(ApiError::internal(format!("a ticket record: {error}")))
+        })?;
+        let reply = self
+            .engine
+            .clone()
+            .put_record(PutRecordRequest {
+                record: Some(ticket_record(&ticket)),
+                payload,
+                ttl_ms: TICKET_TTL.as_millis() as u64,
+                max_of_kind: MAX_TICKETS,
+            })
+            .await
+            .map_err(|status| AuthError::Engine(status.into()))?
+            .into_inner();
+        if reply.full {
             return Err(AuthError::TooManyTickets);
         }
-        let ticket = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
-        tickets.insert(
-            ticket.clone(),
-            Ticket {
-                credential: caller.credential,
-                principal: caller.principal,
-                expires_at: now + TICKET_TTL,
-            },
-        );
         Ok(ticket)
     }
 
     /// Spends a ticket: it is gone after this call whatever the answer.
-    pub(crate) fn redeem(&self, ticket: &str) -> Option<Authenticated> {
-        let spent = self.lock().remove(ticket)?;
-        (spent.expires_at > Instant::now()).then_some(Authenticated {
-            credential: spent.credential,
-            principal: spent.principal,
-        })
+    pub(crate) async fn redeem(&self, ticket: &str) -> Result<Option<Authenticated>, AuthError> {
+        let reply = self
+            .engine
+            .clone()
+            .get_record(GetRecordRequest {
+                record: Some(ticket_record(ticket)),
+                take: true,
+            })
+            .await
+            .map_err(|status| AuthError::Engine(status.into()))?
+            .into_inner();
+        Ok(reply
+            .found
+            .then(|| serde_json::from_slice(&reply.payload).ok())
+            .flatten())
     }
 }
 
@@ -99,7 +115,7 @@ pub(crate) async fn mint_ticket(
     caller: Authenticated,
     State(state): State<AdminState>,
 ) -> Response {
-    match state.tickets.mint(caller) {
+    match state.tickets.mint(caller).await {
         Ok(ticket) => {
             Json(json!({ "ticket": ticket, "expiresInSec": TICKET_TTL.as_secs() })).into_response()
         }
@@ -113,7 +129,7 @@ pub(crate) async fn redeem_ticket(
     state: &AdminState,
     ticket: &str,
 ) -> Result<Authenticated, AuthError> {
-    let Some(caller) = state.tickets.redeem(ticket) else {
+    let Some(caller) = state.tickets.redeem(ticket).await? else {
         return Err(AuthError::BadTicket);
     };
     if still_live(state, &caller.credential)
@@ -208,36 +224,4 @@ async fn read_engine(state: &AdminState) -> Result<(Vec<Value>, Value), ApiError
         "noRoomChecks": stats.no_room_checks,
     });
     Ok((rooms, storage))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_ticket_is_spent_on_first_use() {
-        let store = TicketStore::default();
-        let ticket = store.mint(owner()).expect("minted");
-        let caller = store.redeem(&ticket).expect("redeemed once");
-        assert_eq!(caller.credential, Credential::AdminKey);
-        assert!(store.redeem(&ticket).is_none());
-        assert!(store.redeem("never-minted").is_none());
-    }
-
-    #[test]
-    fn an_expired_ticket_is_refused() {
-        let store = TicketStore::default();
-        let ticket = store.mint(owner()).expect("minted");
-        if let Some(entry) = store.lock().get_mut(&ticket) {
-            entry.expires_at = Instant::now() - Duration::from_millis(1);
-        }
-        assert!(store.redeem(&ticket).is_none());
-    }
-
-    fn owner() -> Authenticated {
-        Authenticated {
-            principal: Principal::owner(),
-            credential: Credential::AdminKey,
-        }
-    }
 }

@@ -22,7 +22,8 @@ pub(crate) const OPERATOR_PREFIX: &str = "qmo_";
 pub(crate) const MONITOR_PREFIX: &str = "qmm_";
 
 /// Which of the two credentials.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum KeyKind {
     Operator,
     Monitor,

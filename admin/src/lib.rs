@@ -54,9 +54,9 @@ pub(crate) struct AdminState {
     pub(crate) engine: EngineClient,
     /// Channel for the engine's gRPC health service, for readiness.
     pub(crate) engine_health: Channel,
-    /// Signed-in consoles (in memory: a restart signs them out).
+    /// Signed-in consoles, kept by the engine for every admin process.
     pub(crate) sessions: Arc<session::SessionStore>,
-    /// Unspent event-stream tickets.
+    /// Unspent event-stream tickets, kept by the engine likewise.
     pub(crate) tickets: Arc<events::TicketStore>,
     /// Turns true when the process stops: open event streams end on it.
     pub(crate) shutdown: watch::Receiver<bool>,
@@ -90,8 +90,8 @@ impl AdminApp {
         let (stopping, shutdown) = watch::channel(false);
         AdminApp {
             state: AdminState {
-                sessions: Arc::new(session::SessionStore::from_config(&config)),
-                tickets: Arc::new(events::TicketStore::default()),
+                sessions: Arc::new(session::SessionStore::from_config(&config, engine.clone())),
+                tickets: Arc::new(events::TicketStore::new(engine.clone())),
                 failures: Arc::new(lockout::AuthFailures::from_config(&config)),
                 stop: Shutdown::new(),
                 started_at: Instant::now(),

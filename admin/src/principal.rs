@@ -4,9 +4,11 @@
 //! is `crate::routes`.
 
 use qm_core::{ApiError, ErrorCode};
+use serde::{Deserialize, Serialize};
 
 /// A rung of the ladder. The order of the variants is the order of the ladder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum Role {
     /// The read-only monitor token behind a share link: viewer minus audit, visitors,
     /// targeting and the list of share links.
@@ -38,7 +40,8 @@ impl Role {
 }
 
 /// What kind of credential the principal holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum PrincipalKind {
     /// ADMIN_KEY.
     Owner,
@@ -59,7 +62,7 @@ impl PrincipalKind {
 }
 
 /// Who a credential speaks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Principal {
     pub(crate) kind: PrincipalKind,
     /// The operator's or monitor token's id; `owner` for ADMIN_KEY.

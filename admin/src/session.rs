@@ -5,19 +5,22 @@
 //!
 //! The cookie is a random session id plus an HMAC over it, keyed by HKDF(SECRET, `qm:console`)
 //! — a key of its own, so no other token this server signs can ever pass for a session. It never
-//! contains the key that opened it. The session itself (who, until when) lives in this admin
-//! process's memory: revoking it is removing the entry, so a revoked cookie is refused even if it
-//! is replayed, and a restart of the admin process signs every console out.
+//! contains the key that opened it. A forged cookie is refused here, before anything is asked.
+//! The session itself (who, until when) is a record the engine keeps for every admin process
+//! (`PutRecord`, kind `session`, on Postgres with the durable store), named by a digest of the
+//! session id — never the id itself — so any admin instance behind a load balancer knows it,
+//! and revoking it is deleting the record: a revoked cookie is refused everywhere, even replayed.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
 use http::HeaderMap;
-use sha2::Sha256;
+use qm_core::ApiError;
+use qm_proto::{EngineClient, GetRecordRequest, PutRecordRequest, RecordRef};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::keys::KeyKind;
@@ -29,15 +32,17 @@ pub(crate) const COOKIE_NAME: &str = "qm_console";
 pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 /// HKDF info of the session-reference key.
 const KEY_INFO: &[u8] = b"qm:console";
-/// Live sessions one admin process keeps; past it (after expired ones are dropped) a sign-in
-/// evicts the session closest to expiry rather than grow without bound.
-const MAX_SESSIONS: usize = 10_000;
+/// Live sessions the engine keeps for the admin processes; past it a sign-in is refused until
+/// some expire or sign out.
+const MAX_SESSIONS: u32 = 10_000;
+/// The engine's name for a session record.
+const RECORD_KIND: &str = "session";
 
 type HmacSha256 = Hmac<Sha256>;
 
 /// How a session opened by an operator key or monitor token is re-checked with the engine: the
 /// key's verifiers (never the key) and which kind it was. A session opened by ADMIN_KEY has none.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Recheck {
     pub(crate) kind: KeyKind,
     pub(crate) verifiers: Vec<Vec<u8>>,
@@ -46,52 +51,29 @@ pub(crate) struct Recheck {
 /// A live session as a request sees it.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionView {
+    /// The session's record name (a digest of its id), by which it is re-checked and revoked.
     pub(crate) id: String,
     pub(crate) principal: Principal,
     pub(crate) left: Duration,
     pub(crate) recheck: Option<Recheck>,
 }
 
-#[derive(Debug, Clone)]
-struct Session {
+/// What the engine keeps of a session.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
     principal: Principal,
     recheck: Option<Recheck>,
-    expires_at: Instant,
 }
 
-/// The live console sessions of this process.
-pub(crate) struct SessionStore {
+/// Signs and verifies the cookie's session id.
+pub(crate) struct CookieSigner {
     /// HMAC key of the cookie's signature (derived from SECRET for this purpose only).
     key: [u8; 32],
-    /// Session id → session. A std mutex: it guards map operations and is never held across an
-    /// `.await`.
-    sessions: Mutex<HashMap<String, Session>>,
 }
 
-impl SessionStore {
-    pub(crate) fn new(key: [u8; 32]) -> SessionStore {
-        SessionStore {
-            key,
-            sessions: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// The store keyed from the configuration's SECRET.
-    pub(crate) fn from_config(config: &qm_core::config::Config) -> SessionStore {
-        let key = config
-            .keyring()
-            .derived_keys(KEY_INFO)
-            .first()
-            .copied()
-            .unwrap_or_else(rand::random);
-        SessionStore::new(key)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Session>> {
-        // A panic under this lock leaves a map of whole entries: still sound to use.
-        self.sessions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+impl CookieSigner {
+    pub(crate) fn new(key: [u8; 32]) -> CookieSigner {
+        CookieSigner { key }
     }
 
     fn signature(&self, session_id: &str) -> Vec<u8> {
@@ -101,73 +83,139 @@ impl SessionStore {
         mac.finalize().into_bytes().to_vec()
     }
 
-    /// Opens a session for `principal`; answers the cookie value (`<id>.<signature>`).
-    pub(crate) fn open(&self, principal: Principal, recheck: Option<Recheck>) -> String {
-        let session_id = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
-        let value = format!(
+    /// The cookie value of a session id: `<id>.<signature>`.
+    pub(crate) fn cookie(&self, session_id: &str) -> String {
+        format!(
             "{session_id}.{}",
-            URL_SAFE_NO_PAD.encode(self.signature(&session_id))
-        );
-        let now = Instant::now();
-        let mut sessions = self.lock();
-        sessions.retain(|_, session| session.expires_at > now);
-        if sessions.len() >= MAX_SESSIONS
-            && let Some(oldest) = sessions
-                .iter()
-                .min_by_key(|(_, session)| session.expires_at)
-                .map(|(id, _)| id.clone())
-        {
-            sessions.remove(&oldest);
+            URL_SAFE_NO_PAD.encode(self.signature(session_id))
+        )
+    }
+
+    /// The session id a cookie value carries, if this key signed it.
+    pub(crate) fn verified<'a>(&self, cookie_value: &'a str) -> Option<&'a str> {
+        let (session_id, signature) = cookie_value.split_once('.')?;
+        let presented = URL_SAFE_NO_PAD.decode(signature).ok()?;
+        bool::from(presented.ct_eq(&self.signature(session_id))).then_some(session_id)
+    }
+}
+
+/// The name of a session's record: a digest of its id, so the store never holds a bearer secret.
+fn record_name(session_id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(Sha256::digest(session_id.as_bytes()))
+}
+
+fn record_ref(name: &str) -> RecordRef {
+    RecordRef {
+        kind: RECORD_KIND.to_owned(),
+        id: URL_SAFE_NO_PAD.decode(name).unwrap_or_default(),
+    }
+}
+
+/// The console sessions every admin process shares, kept by the engine.
+pub(crate) struct SessionStore {
+    signer: CookieSigner,
+    engine: EngineClient,
+}
+
+impl SessionStore {
+    /// The store keyed from the configuration's SECRET.
+    pub(crate) fn from_config(
+        config: &qm_core::config::Config,
+        engine: EngineClient,
+    ) -> SessionStore {
+        let key = config
+            .keyring()
+            .derived_keys(KEY_INFO)
+            .first()
+            .copied()
+            .unwrap_or_else(rand::random);
+        SessionStore {
+            signer: CookieSigner::new(key),
+            engine,
         }
-        sessions.insert(
-            session_id,
-            Session {
-                principal,
-                recheck,
-                expires_at: now + SESSION_TTL,
-            },
-        );
-        value
+    }
+
+    /// Opens a session for `principal`; answers the cookie value, or `None` when the engine
+    /// already keeps as many live sessions as it may.
+    pub(crate) async fn open(
+        &self,
+        principal: Principal,
+        recheck: Option<Recheck>,
+    ) -> Result<Option<String>, ApiError> {
+        let session_id = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
+        let payload = serde_json::to_vec(&Stored { principal, recheck })
+            .map_err(|error| ApiError::internal(format!("a session record: {error}")))?;
+        let reply = self
+            .engine
+            .clone()
+            .put_record(PutRecordRequest {
+                record: Some(record_ref(&record_name(&session_id))),
+                payload,
+                ttl_ms: SESSION_TTL.as_millis() as u64,
+                max_of_kind: MAX_SESSIONS,
+            })
+            .await?
+            .into_inner();
+        Ok((!reply.full).then(|| self.signer.cookie(&session_id)))
     }
 
     /// The session a cookie value names, if its signature verifies and it is still live.
-    pub(crate) fn resolve(&self, cookie_value: &str) -> Option<SessionView> {
-        let (session_id, signature) = cookie_value.split_once('.')?;
-        let presented = URL_SAFE_NO_PAD.decode(signature).ok()?;
-        if !bool::from(presented.ct_eq(&self.signature(session_id))) {
-            return None;
-        }
-        let now = Instant::now();
-        let sessions = self.lock();
-        let session = sessions.get(session_id)?;
-        let left = session.expires_at.checked_duration_since(now)?;
-        Some(SessionView {
-            id: session_id.to_owned(),
-            principal: session.principal.clone(),
+    pub(crate) async fn resolve(
+        &self,
+        cookie_value: &str,
+    ) -> Result<Option<SessionView>, ApiError> {
+        let Some(session_id) = self.signer.verified(cookie_value) else {
+            return Ok(None);
+        };
+        let name = record_name(session_id);
+        let Some((stored, left)) = self.read(&name).await? else {
+            return Ok(None);
+        };
+        Ok(Some(SessionView {
+            id: name,
+            principal: stored.principal,
             left,
-            recheck: session.recheck.clone(),
-        })
-    }
-
-    /// Whether a session id is still live (an SSE ticket minted by a session dies with it).
-    #[cfg(test)]
-    pub(crate) fn is_live(&self, session_id: &str) -> bool {
-        self.live_recheck(session_id).is_some()
+            recheck: stored.recheck,
+        }))
     }
 
     /// A live session's re-check (`Some(None)`: opened by ADMIN_KEY); `None` when the session
     /// is gone or expired.
-    pub(crate) fn live_recheck(&self, session_id: &str) -> Option<Option<Recheck>> {
-        let now = Instant::now();
-        self.lock()
-            .get(session_id)
-            .filter(|session| session.expires_at > now)
-            .map(|session| session.recheck.clone())
+    pub(crate) async fn live_recheck(
+        &self,
+        name: &str,
+    ) -> Result<Option<Option<Recheck>>, ApiError> {
+        Ok(self.read(name).await?.map(|(stored, _)| stored.recheck))
     }
 
-    /// Ends a session; answers whether there was one.
-    pub(crate) fn revoke(&self, session_id: &str) -> bool {
-        self.lock().remove(session_id).is_some()
+    async fn read(&self, name: &str) -> Result<Option<(Stored, Duration)>, ApiError> {
+        let reply = self
+            .engine
+            .clone()
+            .get_record(GetRecordRequest {
+                record: Some(record_ref(name)),
+                take: false,
+            })
+            .await?
+            .into_inner();
+        if !reply.found {
+            return Ok(None);
+        }
+        // A record this version cannot read is no session: the console signs in again.
+        Ok(serde_json::from_slice::<Stored>(&reply.payload)
+            .ok()
+            .map(|stored| (stored, Duration::from_millis(reply.left_ms))))
+    }
+
+    /// Ends a session (by its record name); answers whether there was one.
+    pub(crate) async fn revoke(&self, name: &str) -> Result<bool, ApiError> {
+        let reply = self
+            .engine
+            .clone()
+            .delete_record(record_ref(name))
+            .await?
+            .into_inner();
+        Ok(reply.existed)
     }
 }
 
@@ -192,10 +240,16 @@ pub(crate) fn console_cookies(headers: &HeaderMap) -> Vec<&str> {
 const CONSOLE_COOKIES_TRIED: usize = 4;
 
 /// The first live session among the request's console cookies.
-pub(crate) fn session_of(sessions: &SessionStore, headers: &HeaderMap) -> Option<SessionView> {
-    console_cookies(headers)
-        .into_iter()
-        .find_map(|value| sessions.resolve(value))
+pub(crate) async fn session_of(
+    sessions: &SessionStore,
+    headers: &HeaderMap,
+) -> Result<Option<SessionView>, ApiError> {
+    for value in console_cookies(headers) {
+        if let Some(session) = sessions.resolve(value).await? {
+            return Ok(Some(session));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -205,39 +259,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_reference_resolves_until_revoked() {
-        let store = SessionStore::new([7; 32]);
-        let cookie = store.open(Principal::owner(), None);
-        let view = store.resolve(&cookie).expect("live session");
-        let (session_id, left) = (view.id, view.left);
-        assert_eq!(view.principal, Principal::owner());
-        assert!(left <= SESSION_TTL && left > SESSION_TTL - Duration::from_secs(5));
-        assert!(store.is_live(&session_id));
-        assert!(store.revoke(&session_id));
-        assert!(
-            store.resolve(&cookie).is_none(),
-            "a revoked reference is refused"
-        );
-        assert!(!store.revoke(&session_id));
+    fn a_signed_id_verifies_and_a_forged_or_foreign_one_does_not() {
+        let signer = CookieSigner::new([7; 32]);
+        let other = CookieSigner::new([8; 32]);
+        let cookie = signer.cookie("c2Vzc2lvbi1pZA");
+        assert_eq!(signer.verified(&cookie), Some("c2Vzc2lvbi1pZA"));
+        assert_eq!(other.verified(&cookie), None);
+        assert_eq!(signer.verified("c2Vzc2lvbi1pZA"), None);
+        assert_eq!(signer.verified("c2Vzc2lvbi1pZA.AAAA"), None);
+        assert_eq!(signer.verified(""), None);
     }
 
     #[test]
-    fn a_forged_or_foreign_reference_is_refused() {
-        let store = SessionStore::new([7; 32]);
-        let other = SessionStore::new([8; 32]);
-        let cookie = store.open(Principal::owner(), None);
-        assert!(other.resolve(&cookie).is_none());
-        let (session_id, _) = cookie.split_once('.').expect("id.signature");
-        assert!(store.resolve(session_id).is_none());
-        assert!(store.resolve(&format!("{session_id}.AAAA")).is_none());
-        assert!(store.resolve("").is_none());
-        // A well-signed id the store never opened is not a session.
-        let unknown = "bm90LWEtc2Vzc2lvbg";
-        let signed = format!(
-            "{unknown}.{}",
-            URL_SAFE_NO_PAD.encode(store.signature(unknown))
-        );
-        assert!(store.resolve(&signed).is_none());
+    fn a_record_is_named_by_a_digest_never_by_the_id() {
+        let name = record_name("c2Vzc2lvbi1pZA");
+        assert!(!name.contains("c2Vzc2lvbi1pZA"));
+        assert_eq!(record_ref(&name).id.len(), 32, "a SHA-256 digest");
+        assert_eq!(record_ref(&name).kind, "session");
+        assert_ne!(record_name("another"), name);
     }
 
     #[test]

@@ -84,7 +84,9 @@ pub(crate) async fn sign_in(
         Credential::Key(recheck) => Some(recheck),
         Credential::AdminKey | Credential::Session(_) => None,
     };
-    let cookie = state.sessions.open(principal.clone(), recheck);
+    let Some(cookie) = state.sessions.open(principal.clone(), recheck).await? else {
+        return Err(AuthError::TooManySessions.into());
+    };
     let mut response = Json(json!({
         "ok": true,
         "name": principal.name,
@@ -114,8 +116,8 @@ pub(crate) async fn sign_out(
     let mut revoked = false;
     let mut who = None;
     for value in console_cookies(&headers) {
-        if let Some(session) = state.sessions.resolve(value) {
-            revoked |= state.sessions.revoke(&session.id);
+        if let Some(session) = state.sessions.resolve(value).await? {
+            revoked |= state.sessions.revoke(&session.id).await?;
             who.get_or_insert(session.principal);
         }
     }
@@ -142,7 +144,7 @@ pub(crate) async fn who(
     headers: HeaderMap,
     extensions: Extensions,
 ) -> Result<Response, AppError> {
-    let Some(session) = session_of(&state.sessions, &headers) else {
+    let Some(session) = session_of(&state.sessions, &headers).await? else {
         // Asking with no cookie is how a console learns it must sign in; only a cookie that
         // does not resolve is a refused credential.
         if !console_cookies(&headers).is_empty() {
@@ -176,13 +178,11 @@ pub(crate) async fn who(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::principal::Principal;
-    use crate::session::SessionStore;
+    use crate::session::CookieSigner;
 
     #[test]
     fn the_cookie_never_contains_the_key_and_has_its_attributes() {
-        let store = SessionStore::new([7; 32]);
-        let cookie = store.open(Principal::owner(), None);
+        let cookie = CookieSigner::new([7; 32]).cookie("c2Vzc2lvbi1pZA");
         assert!(!cookie.contains("admin"));
         let header = cookie_header(&cookie, 43_200, true).expect("header");
         let text = header.to_str().expect("ascii");

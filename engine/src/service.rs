@@ -858,4 +858,39 @@ impl Engine for EngineService {
             next_before_id: page.next_before_id,
         }))
     }
+
+    async fn put_record(
+        &self,
+        request: Request<qm_proto::PutRecordRequest>,
+    ) -> Reply<qm_proto::PutRecordReply> {
+        let new = crate::access::records::NewRecord::parse(request.into_inner())?;
+        let stored = self.access.put_record(new).await?;
+        Ok(Response::new(qm_proto::PutRecordReply { full: !stored }))
+    }
+
+    async fn get_record(
+        &self,
+        request: Request<qm_proto::GetRecordRequest>,
+    ) -> Reply<qm_proto::GetRecordReply> {
+        let request = request.into_inner();
+        let key = crate::access::records::RecordKey::parse(request.record)?;
+        let found = self.access.get_record(&key, request.take).await?;
+        Ok(Response::new(match found {
+            Some(found) => qm_proto::GetRecordReply {
+                found: true,
+                payload: found.payload,
+                left_ms: found.left_ms,
+            },
+            None => qm_proto::GetRecordReply::default(),
+        }))
+    }
+
+    async fn delete_record(
+        &self,
+        request: Request<qm_proto::RecordRef>,
+    ) -> Reply<qm_proto::DeleteRecordReply> {
+        let key = crate::access::records::RecordKey::parse(Some(request.into_inner()))?;
+        let existed = self.access.delete_record(&key).await?;
+        Ok(Response::new(qm_proto::DeleteRecordReply { existed }))
+    }
 }

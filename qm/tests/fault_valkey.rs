@@ -141,7 +141,12 @@ async fn truncated_aof_is_loaded_and_the_room_rebuilt_from_the_journal() {
         let valkey = &mut cluster.valkey;
         let run = burst_around(&edge, ROOM, Plan::SMALL, async {
             valkey.kill9();
-            let (before, after) = truncate_aof(&valkey.aof_dir());
+            // Every server's (one, or each node of a cluster): the room's node is among them.
+            let (before, after) = valkey
+                .aof_dirs()
+                .iter()
+                .map(|dir| truncate_aof(dir))
+                .fold((0, 0), |(before, after), (b, a)| (before + b, after + a));
             let journaled = qm_tests::postgres::journal_summary(&database_url, ROOM).await;
             valkey.restart().await;
             let reply = valkey
@@ -152,8 +157,7 @@ async fn truncated_aof_is_loaded_and_the_room_rebuilt_from_the_journal() {
         })
         .await;
         let (aof_before, aof_after, journaled_at_kill, reloaded) = run.fault;
-        let log =
-            std::fs::read_to_string(cluster.valkey.dir().join("server.log")).unwrap_or_default();
+        let log = cluster.valkey.logs();
         assert!(
             log.contains("aof-load-truncated"),
             "Valkey loaded the truncated AOF as the deployment configures it; log:\n{log}"

@@ -5,7 +5,10 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use qm_tests::servers::{FreshDatabase, PrivateValkey, TcpProxy, ValkeyOptions, rewrite_port};
+use qm_tests::servers::{
+    FreshDatabase, PrivateValkey, TcpProxy, ValkeyExtras, ValkeyOptions, ValkeyTopology,
+    rewrite_port,
+};
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, Row};
 
@@ -24,7 +27,12 @@ async fn select_one(connection: &mut PgConnection) -> Result<i32, sqlx::Error> {
 #[tokio::test]
 async fn valkey_starts_and_answers_commands() {
     bounded(20, async {
-        let valkey = PrivateValkey::start(ValkeyOptions::default()).await;
+        let valkey = PrivateValkey::start_as(
+            ValkeyTopology::Single,
+            ValkeyOptions::default(),
+            ValkeyExtras::default(),
+        )
+        .await;
         assert!(valkey.url().starts_with("redis://127.0.0.1:"));
         assert_eq!(valkey.url(), format!("redis://127.0.0.1:{}", valkey.port()));
         assert_eq!(valkey.command(&["SET", "k", "v"]).await, "+OK\r\n");
@@ -39,6 +47,58 @@ async fn valkey_starts_and_answers_commands() {
             valkey.command(&["LRANGE", "list", "0", "-1"]).await,
             "*2\r\n$1\r\na\r\n$3\r\nb c\r\n"
         );
+    })
+    .await;
+}
+
+/// `QM_TEST_VALKEY=cluster` runs the durable suite on this: three primaries sharing the slots,
+/// a keyed command sent where `MOVED` points, a server command answered by every node.
+#[tokio::test]
+async fn a_valkey_cluster_serves_every_slot_and_keeps_writes_across_kill9() {
+    bounded(60, async {
+        let mut valkey = PrivateValkey::start_as(
+            ValkeyTopology::Cluster,
+            ValkeyOptions { aof: true },
+            ValkeyExtras::default(),
+        )
+        .await;
+        let url = valkey.url();
+        assert!(url.starts_with("redis-cluster://127.0.0.1:"), "{url}");
+        assert_eq!(url.matches("node=127.0.0.1:").count(), 2, "{url}");
+        // Keys of six rooms: their hash tags spread them over the slots, so over the nodes.
+        let rooms = ["a", "b", "c", "d", "e", "f"];
+        let mut slots = std::collections::BTreeSet::new();
+        for room in rooms {
+            let key = format!("qm:{{{room}}}:m");
+            assert_eq!(valkey.command(&["SET", &key, room]).await, "+OK\r\n");
+            slots.insert(valkey.command(&["CLUSTER", "KEYSLOT", &key]).await);
+        }
+        assert!(
+            slots.len() > 1,
+            "the rooms hash to different slots: {slots:?}"
+        );
+        let total = valkey.command(&["DBSIZE"]).await;
+        assert_eq!(
+            total,
+            format!(":{}\r\n", rooms.len()),
+            "DBSIZE sums the nodes"
+        );
+        // Every key found from the first node, wherever it lives.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        valkey.kill9();
+        valkey.restart().await;
+        for room in rooms {
+            let key = format!("qm:{{{room}}}:m");
+            let reply = valkey.command(&["GET", &key]).await;
+            assert_eq!(
+                reply,
+                format!("$1\r\n{room}\r\n"),
+                "GET {key} after the restart"
+            );
+        }
+        valkey.flushall().await;
+        assert_eq!(valkey.command(&["DBSIZE"]).await, ":0\r\n");
+        assert_eq!(valkey.aof_dirs().len(), 3);
     })
     .await;
 }

@@ -276,7 +276,7 @@ pub static VARIABLES: &[Variable] = &[
         name: "VALKEY_URL",
         default: Fallback::Value(DEFAULT_VALKEY_URL),
         rule: Rule::Url {
-            schemes: &["redis", "rediss"],
+            schemes: &["redis", "rediss", "redis-cluster", "rediss-cluster"],
             example: DEFAULT_VALKEY_URL,
         },
         secret: true,

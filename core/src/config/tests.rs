@@ -205,6 +205,18 @@ fn the_durable_store_needs_its_journal_a_secret_and_urls() {
     let mut bad_url = durable.to_vec();
     bad_url.push(("VALKEY_URL", "127.0.0.1:6379"));
     assert_eq!(config(&bad_url).unwrap_err().var, "VALKEY_URL");
+    let mut clustered = durable.to_vec();
+    clustered.push((
+        "VALKEY_URL",
+        "redis-cluster://:pw-0123@10.0.0.1:6379?node=10.0.0.2:6379&node=10.0.0.3:6379",
+    ));
+    let shown = config(&clustered)
+        .expect("a cluster URL is valid")
+        .public_json();
+    assert_eq!(
+        shown["VALKEY_URL"],
+        "redis-cluster://:***@10.0.0.1:6379?node=10.0.0.2:6379&node=10.0.0.3:6379"
+    );
     let mut bad_db = durable.to_vec();
     bad_db.push(("DATABASE_URL", "mysql://x"));
     assert_eq!(config(&bad_db).unwrap_err().var, "DATABASE_URL");

@@ -75,6 +75,7 @@ impl State {
 #[derive(Debug, Default)]
 pub(crate) struct MemoryAccess {
     state: Mutex<State>,
+    pub(super) records: super::records::MemoryRecords,
 }
 
 impl MemoryAccess {

@@ -17,9 +17,12 @@
 //! [`memory`] keeps all of it in this engine's memory (gone on restart; the trail bounded to the
 //! newest [`memory::AUDIT_KEPT`] entries); [`pg`] keeps it in Postgres on the durable store, read
 //! on every lookup, so a revocation holds on every engine at once and survives restarts.
+//! [`records`] keeps the admin's short-lived shared records (console sessions, event-stream
+//! tickets) the same two ways.
 
 mod memory;
 mod pg;
+pub(crate) mod records;
 #[cfg(test)]
 mod tests;
 
@@ -308,14 +311,14 @@ pub(crate) fn new_id(prefix: &str) -> String {
 
 /// The access store of this engine: memory, or Postgres beside the durable journal.
 pub(crate) enum Access {
-    Memory(MemoryAccess),
+    Memory(Box<MemoryAccess>),
     Pg(PgAccess),
 }
 
 impl Access {
     /// In this engine's memory.
     pub(crate) fn memory() -> Access {
-        Access::Memory(MemoryAccess::default())
+        Access::Memory(Box::default())
     }
 
     /// In Postgres when the durable store's pool is given, else in memory.
@@ -418,6 +421,40 @@ impl Access {
         match self {
             Access::Memory(memory) => Ok(memory.list_audit(query)),
             Access::Pg(pg) => pg.list_audit(query).await,
+        }
+    }
+}
+
+/// The admin's short-lived shared records (see [`records`]).
+impl Access {
+    /// Stores a record; `false` when its kind is full of live ones.
+    pub(crate) async fn put_record(&self, new: records::NewRecord) -> Result<bool, ApiError> {
+        let now = qm_core::clock::now_ms();
+        match self {
+            Access::Memory(memory) => Ok(memory.records.put(new, now)),
+            Access::Pg(pg) => records::pg_put(pg.pool(), new, now).await,
+        }
+    }
+
+    /// The live record; taken (deleted in the same step) with `take`.
+    pub(crate) async fn get_record(
+        &self,
+        key: &records::RecordKey,
+        take: bool,
+    ) -> Result<Option<records::Found>, ApiError> {
+        let now = qm_core::clock::now_ms();
+        match self {
+            Access::Memory(memory) => Ok(memory.records.get(key, take, now)),
+            Access::Pg(pg) => records::pg_get(pg.pool(), key, take, now).await,
+        }
+    }
+
+    /// Deletes a record; whether a live one was there.
+    pub(crate) async fn delete_record(&self, key: &records::RecordKey) -> Result<bool, ApiError> {
+        let now = qm_core::clock::now_ms();
+        match self {
+            Access::Memory(memory) => Ok(memory.records.delete(key, now)),
+            Access::Pg(pg) => records::pg_delete(pg.pool(), key, now).await,
         }
     }
 }

@@ -88,6 +88,10 @@ impl PgAccess {
         PgAccess { pool }
     }
 
+    pub(super) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
     /// Inserts `verifiers` for a credential in `transaction` (column `column` names it).
     async fn insert_verifiers(
         transaction: &mut sqlx::Transaction<'_, sqlx::Postgres>,

@@ -3,7 +3,8 @@
 //! Valkey decides nothing about a room: it lands the events an engine decided, in seq order,
 //! only if the engine decided from the room as it stands (compare-and-set on the seq), and
 //! keeps the newest of them so another engine can catch up. Every key of a room carries the
-//! hash tag `{roomId}`, so a room's keys live on one Valkey Cluster slot.
+//! hash tag `{roomId}`, so a room's keys live on one Valkey Cluster slot: a `redis-cluster://`
+//! VALKEY_URL runs the same calls on a cluster, the library loaded on every primary.
 
 use std::time::Duration;
 
@@ -81,6 +82,11 @@ fn integer(value: &Value) -> Result<i64, Error> {
     value.as_i64().ok_or_else(|| malformed("non-integer"))
 }
 
+/// Whether Valkey refused a call because it has no such function: nothing ran.
+fn lost_the_library(error: &Error) -> bool {
+    error.details().contains("Function not found")
+}
+
 /// Events (JSON records) from a reply; `None` if any does not parse.
 fn parse_events(values: &[Value]) -> Option<Vec<EventRecord>> {
     values
@@ -139,22 +145,40 @@ impl Valkey {
         self.client.init().await.map(|_| ())
     }
 
-    /// Loads (or replaces) the function library.
+    /// Loads (or replaces) the function library, on every primary of a cluster.
     pub(crate) async fn load_library(&self) -> Result<(), Error> {
-        self.client
-            .function_load::<String, _>(true, LIBRARY)
-            .await
-            .map(|_| ())
+        if self.client.is_clustered() {
+            self.client
+                .function_load_cluster::<Value, _>(true, LIBRARY)
+                .await
+                .map(|_| ())
+        } else {
+            self.client
+                .function_load::<String, _>(true, LIBRARY)
+                .await
+                .map(|_| ())
+        }
     }
 
-    /// Calls a function; answers its status and the rest of its reply.
+    /// Calls a function; answers its status and the rest of its reply. A server that lost the
+    /// library (one cluster node restarted empty) ran nothing: the call fails like any store
+    /// error (the room is rebuilt), and the library is loaded again for the calls after it.
     async fn call(
         &self,
         function: &str,
         keys: Vec<String>,
         args: Vec<String>,
     ) -> Result<(i64, Vec<Value>), Error> {
-        let mut values: Vec<Value> = self.client.fcall(function, keys, args).await?;
+        let mut values: Vec<Value> = match self.client.fcall(function, keys, args).await {
+            Err(error) if lost_the_library(&error) => {
+                tracing::warn!(%error, "valkey lost the function library; loading it again");
+                if let Err(reload) = self.load_library().await {
+                    tracing::warn!(error = %reload, "could not load the function library again");
+                }
+                return Err(error);
+            }
+            other => other?,
+        };
         if values.is_empty() {
             return Err(malformed("empty reply"));
         }

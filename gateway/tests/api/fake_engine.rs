@@ -580,6 +580,27 @@ impl Engine for FakeEngine {
         Err(Status::unimplemented("fake"))
     }
 
+    async fn put_record(
+        &self,
+        _: Request<qm_proto::PutRecordRequest>,
+    ) -> Result<Response<qm_proto::PutRecordReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn get_record(
+        &self,
+        _: Request<qm_proto::GetRecordRequest>,
+    ) -> Result<Response<qm_proto::GetRecordReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn delete_record(
+        &self,
+        _: Request<qm_proto::RecordRef>,
+    ) -> Result<Response<qm_proto::DeleteRecordReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn security(
         &self,
         _: Request<qm_proto::SecurityRequest>,
