@@ -171,6 +171,18 @@ impl EngineApp {
             auto_activation.clone(),
             stop.clone(),
         ));
+        let targeting_counters = Arc::new(if self.store.shares_targeting() {
+            targeting_counters::TargetingCounters::shared()
+        } else {
+            targeting_counters::TargetingCounters::default()
+        });
+        if self.store.shares_targeting() {
+            tokio::spawn(targeting_counters::run_flusher(
+                self.store.clone(),
+                targeting_counters.clone(),
+                stop.clone(),
+            ));
+        }
         let history = Arc::new(history::History::new(qm_core::clock::now_ms()));
         let sampler = tokio::spawn(history::run_sampler(
             self.store.clone(),
@@ -204,6 +216,7 @@ impl EngineApp {
             EngineService::new(self.store.clone(), self.config.prequeue_max, stop.clone())
                 .with_notifier(self.notifier.clone())
                 .with_history(history)
+                .with_targeting_counters(targeting_counters)
                 .with_access(self.access.clone())
                 .with_auto_activation(auto_activation)
                 .with_inline_answers(inline_answers)

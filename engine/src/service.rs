@@ -183,6 +183,15 @@ impl EngineService {
         self
     }
 
+    /// The targeting counters, shared with the task that flushes them to the store.
+    pub(crate) fn with_targeting_counters(
+        mut self,
+        counters: Arc<TargetingCounters>,
+    ) -> EngineService {
+        self.targeting_counters = counters;
+        self
+    }
+
     pub(crate) fn with_history(mut self, history: Arc<History>) -> EngineService {
         self.history = history;
         self
@@ -665,14 +674,28 @@ impl Engine for EngineService {
                 ApiError::new(ErrorCode::RoomNotFound, format!("no room {room_id:?}")).into(),
             );
         };
-        let counts = request.counters.then(|| {
-            self.targeting_counters.read(
-                &room_id,
-                generation,
-                targeting.rev(),
-                targeting.patterns().len(),
-            )
-        });
+        let (era, rules) = ((generation, targeting.rev()), targeting.patterns().len());
+        let _no_flush_in_flight = match request.counters {
+            true => Some(self.targeting_counters.flush_gate.lock().await),
+            false => None,
+        };
+        let counts = if !request.counters {
+            None
+        } else if let Some(mut shared) = self
+            .store
+            .shared_targeting(room_id.clone(), era, rules)
+            .await?
+        {
+            // Every engine's flushed counts, and what this one has not flushed yet.
+            shared.add(
+                &self
+                    .targeting_counters
+                    .unflushed(&room_id, era.0, era.1, rules),
+            );
+            Some(shared)
+        } else {
+            Some(self.targeting_counters.read(&room_id, era.0, era.1, rules))
+        };
         Ok(Response::new(targeting_reply(
             room_id,
             generation,

@@ -21,6 +21,7 @@ use crate::domain::{
     CheckAnswer, Claim, Command, DoorDecision, DoorInput, EjectedFrom, JoinRequest, Outcome,
     PlaceAnswer, PlaceStatus, Purged, Room, RoomEvent, Targeting,
 };
+use crate::targeting_counters::RoomCounts;
 
 /// What every store operation returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
@@ -121,6 +122,28 @@ pub trait Store: Send + Sync + 'static {
     /// no journal or backend to measure).
     fn store_metrics(&self) -> Option<&crate::metrics::StoreMetrics> {
         None
+    }
+
+    /// Whether several engines share this store's rooms, so the targeting counters of each must
+    /// be added up ([`Store::add_targeting`]); the memory store serves one engine.
+    fn shares_targeting(&self) -> bool {
+        false
+    }
+
+    /// Adds one engine's targeting counts (since its last flush) to the room's shared ones.
+    fn add_targeting(&self, _room_id: String, _counts: RoomCounts) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// The room's shared targeting counts at `generation` and rule revision `rev`, as every
+    /// engine has flushed them (`None`: the store shares none).
+    fn shared_targeting(
+        &self,
+        _room_id: String,
+        _era: (u64, u64),
+        _rules: usize,
+    ) -> StoreFuture<'_, Option<RoomCounts>> {
+        Box::pin(std::future::ready(Ok(None)))
     }
 
     /// Whether the store can persist changes now, as it changes (`None`: always ready).

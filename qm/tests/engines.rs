@@ -3,7 +3,8 @@
 //! room runs on whichever engine holds the room's lease, so together they admit the configured
 //! rate — never a doubled slice. When the lease holder is killed (SIGKILL), the other engine
 //! takes the room over once the lease lapses and the outflow goes on at the same rate, in
-//! ticket order.
+//! ticket order. The admin targeting page's counters add up the door checks both engines
+//! answered.
 //!
 //! Each engine is a `qm engine` child process; each has its own gateway and admin in this
 //! process. Passes are counted by sampling the room's `passedTotal` through the admin API in
@@ -289,4 +290,104 @@ async fn share_and_survive() {
         "the first slice after the takeover admits at most {MAX_TAKEOVER_SLICE} (one slice \
          plus the carried credit), not the missed seconds at once: {after_kill:?}"
     );
+}
+
+/// The door checks each engine answers, added up: what the admin targeting page shows through
+/// either engine once both have flushed (within a second or two).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targeting_counters_add_up_across_engines() {
+    tokio::time::timeout(Duration::from_secs(60), counters_add_up())
+        .await
+        .expect("the targeting-counters test finishes within 60 s");
+}
+
+async fn counters_add_up() {
+    const CHECKOUT: &str = "https://shop.example/checkout/pay";
+    const ABOUT: &str = "https://shop.example/about";
+    let backing = Backing::start(ValkeyOptions { aof: false }).await;
+    let mut env = test_env();
+    env.extend(backing.env());
+    let engine_a = EngineProcess::start(env!("CARGO_BIN_EXE_qm"), &env, free_addr()).await;
+    let engine_b = EngineProcess::start(env!("CARGO_BIN_EXE_qm"), &env, free_addr()).await;
+    let edge_a = spawn_edge(engine_a.addr(), &env).await;
+    let edge_b = spawn_edge(engine_b.addr(), &env).await;
+    edge_a.wait_ready().await;
+    edge_b.wait_ready().await;
+    edge_a
+        .create_room(room_body(
+            "scoped",
+            0,
+            json!({ "urlPatterns": ["/checkout/*"] }),
+        ))
+        .await;
+    // Each engine learns of the room (pub/sub) before it answers checks for it.
+    wait_for_room(&edge_b).await;
+    for (edge, page) in [
+        (&edge_a, CHECKOUT),
+        (&edge_a, CHECKOUT),
+        (&edge_a, CHECKOUT),
+        (&edge_b, CHECKOUT),
+        (&edge_b, CHECKOUT),
+        (&edge_b, ABOUT),
+    ] {
+        let request = edge
+            .http
+            .get(format!("{}/api/check", edge.gateway))
+            .query(&[("roomId", "scoped"), ("url", page)]);
+        let reply = edge.send(request).await;
+        assert_eq!(reply.status, 200, "check: {}", reply.text);
+    }
+
+    let counts = |body: &serde_json::Value| {
+        (
+            body["rules"][0]["matchCount"].as_u64(),
+            body["unmatchedChecks"].as_u64(),
+        )
+    };
+    for edge in [&edge_a, &edge_b] {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        let seen = loop {
+            let reply = edge
+                .send(
+                    edge.http
+                        .get(format!("{}/api/admin/rooms/scoped/targeting", edge.admin))
+                        .bearer_auth(qm_tests::TEST_ADMIN_KEY),
+                )
+                .await;
+            assert_eq!(reply.status, 200, "{}", reply.text);
+            let seen = counts(&reply.body);
+            if seen == (Some(5), Some(1)) || tokio::time::Instant::now() > deadline {
+                break seen;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(
+            seen,
+            (Some(5), Some(1)),
+            "the page through either engine counts every engine's checks"
+        );
+    }
+}
+
+/// Waits until an edge's engine knows the room.
+async fn wait_for_room(edge: &TestApp) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = edge
+            .send(
+                edge.http
+                    .get(format!("{}/api/admin/rooms/scoped", edge.admin))
+                    .bearer_auth(qm_tests::TEST_ADMIN_KEY),
+            )
+            .await;
+        if reply.status == 200 {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the second engine never learned of the room: {}",
+            reply.text
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

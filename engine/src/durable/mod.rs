@@ -43,6 +43,7 @@ use crate::domain::{
 };
 use crate::rooms::Slot;
 use crate::store::{RoomJson, RoomReader, RoomWatch, Store, StoreFuture};
+use crate::targeting_counters::RoomCounts;
 use crate::view::room_info;
 
 /// Longest a Valkey command may take before the call answers 503.
@@ -95,6 +96,17 @@ pub struct DurableStore {
     shared: Arc<Shared>,
     no_room_checks: AtomicU64,
     started_at_ms: i64,
+}
+
+/// A Valkey call about targeting counters that failed: a diagnostic, so the rooms are left
+/// alone (a landing's failure is what marks them for a rebuild).
+fn counters_unavailable(error: fred::error::Error) -> ApiError {
+    tracing::debug!(%error, "targeting counters unavailable");
+    ApiError::new(
+        ErrorCode::StorageUnavailable,
+        "the shared targeting counters are unavailable right now; try again shortly",
+    )
+    .with_retry_after(1)
 }
 
 impl DurableStore {
@@ -368,6 +380,36 @@ impl Store for DurableStore {
 
     fn backend_down(&self) -> bool {
         !self.shared.is_valkey_ok()
+    }
+
+    fn shares_targeting(&self) -> bool {
+        true
+    }
+
+    fn add_targeting(&self, room_id: String, counts: RoomCounts) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            self.shared
+                .valkey
+                .add_targeting(&room_id, &counts)
+                .await
+                .map_err(counters_unavailable)
+        })
+    }
+
+    fn shared_targeting(
+        &self,
+        room_id: String,
+        era: (u64, u64),
+        rules: usize,
+    ) -> StoreFuture<'_, Option<RoomCounts>> {
+        Box::pin(async move {
+            self.shared
+                .valkey
+                .targeting(&room_id, era, rules)
+                .await
+                .map(Some)
+                .map_err(counters_unavailable)
+        })
     }
 
     fn seen(&self, room_id: String, tickets: Vec<u64>) -> StoreFuture<'_, ()> {

@@ -12,6 +12,9 @@
 --   l   string: the engine holding the room's outflow lease
 --   s   zset: sightings of ticket holders (QM-345), member = ticket, score = last seen ms
 --   si  zset: sightings made by engines that do not hold the lease, for the holder to take
+--   tc  hash: the targeting counters every engine adds to: g and r (the room's generation and
+--       rule revision they count), unmatched, no_url, and per rule i: m<i> (matches) and a<i>
+--       (the last match, ms)
 -- Every check happens before the first write: a function is atomic but not all-or-nothing.
 
 -- Reply statuses. The engine names the same numbers (engine/src/durable/valkey.rs); a test
@@ -136,7 +139,43 @@ local function restore(keys, args)
   return { seq }
 end
 
+-- KEYS tc. ARGV: generation rev unmatched no_url [matches last_ms]... (one pair per rule).
+-- Adds one engine's counts since its last flush. Counts of an older generation or revision
+-- than the stored ones are dropped; newer ones start the hash again. Kept 30 days after the
+-- last check.
+local function count(keys, args)
+  local generation, rev = tonumber(args[1]), tonumber(args[2])
+  if not generation or not rev or (#args - 4) % 2 ~= 0 then
+    return redis.error_reply('qm_count needs generation, rev, unmatched, no_url, pairs')
+  end
+  local stored = redis.call('HMGET', keys[1], 'g', 'r')
+  local g, r = tonumber(stored[1]), tonumber(stored[2])
+  if g and (g > generation or (g == generation and r > rev)) then
+    return { 0 }
+  end
+  if g ~= generation or r ~= rev then
+    redis.call('DEL', keys[1])
+    redis.call('HSET', keys[1], 'g', generation, 'r', rev)
+  end
+  redis.call('HINCRBY', keys[1], 'unmatched', args[3])
+  redis.call('HINCRBY', keys[1], 'no_url', args[4])
+  for index = 5, #args, 2 do
+    local rule = (index - 5) / 2
+    local matches, last = tonumber(args[index]), tonumber(args[index + 1])
+    if matches > 0 then
+      redis.call('HINCRBY', keys[1], 'm' .. rule, matches)
+      local known = tonumber(redis.call('HGET', keys[1], 'a' .. rule))
+      if not known or last > known then
+        redis.call('HSET', keys[1], 'a' .. rule, last)
+      end
+    end
+  end
+  redis.call('PEXPIRE', keys[1], 2592000000)
+  return { 1 }
+end
+
 redis.register_function('qm_land', land)
 redis.register_function('qm_tail', tail)
 redis.register_function('qm_lease', lease)
 redis.register_function('qm_restore', restore)
+redis.register_function('qm_count', count)

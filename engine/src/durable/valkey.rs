@@ -6,12 +6,14 @@
 //! hash tag `{roomId}`, so a room's keys live on one Valkey Cluster slot: a `redis-cluster://`
 //! VALKEY_URL runs the same calls on a cluster, the library loaded on every primary.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use fred::prelude::*;
 use fred::types::config::{ConnectionConfig, PerformanceConfig, ReconnectPolicy};
 
 use crate::domain::EventRecord;
+use crate::targeting_counters::RoomCounts;
 
 const LIBRARY: &str = include_str!("qm.lua");
 /// Set once a Valkey holds rooms rebuilt or written by an engine; a Valkey that answers
@@ -292,6 +294,53 @@ impl Valkey {
             .map(|_| ())
     }
 
+    /// Adds one engine's targeting counts since its last flush to the room's shared ones.
+    pub(crate) async fn add_targeting(
+        &self,
+        room_id: &str,
+        counts: &RoomCounts,
+    ) -> Result<(), Error> {
+        let (generation, rev) = counts.era();
+        let mut args = Vec::with_capacity(4 + counts.rules.len() * 2);
+        args.push(generation.to_string());
+        args.push(rev.to_string());
+        args.push(counts.unmatched.to_string());
+        args.push(counts.no_url.to_string());
+        for rule in &counts.rules {
+            args.push(rule.matches.to_string());
+            args.push(rule.last_matched_at_ms.unwrap_or(0).to_string());
+        }
+        self.call("qm_count", keys(room_id, &["tc"]), args)
+            .await
+            .map(|_| ())
+    }
+
+    /// The room's shared targeting counts at `era` (generation, rule revision): zeros when
+    /// what is stored counts another era, or nothing is.
+    pub(crate) async fn targeting(
+        &self,
+        room_id: &str,
+        era: (u64, u64),
+        rules: usize,
+    ) -> Result<RoomCounts, Error> {
+        let stored: HashMap<String, i64> = self.client.hgetall(key(room_id, "tc")).await?;
+        let number = |field: &str| stored.get(field).copied().unwrap_or(0).max(0) as u64;
+        let mut counts = RoomCounts::fresh(era.0, era.1, rules);
+        if (number("g"), number("r")) != era {
+            return Ok(counts);
+        }
+        counts.unmatched = number("unmatched");
+        counts.no_url = number("no_url");
+        for (index, rule) in counts.rules.iter_mut().enumerate() {
+            rule.matches = number(&format!("m{index}"));
+            rule.last_matched_at_ms = stored
+                .get(&format!("a{index}"))
+                .copied()
+                .filter(|at| *at > 0);
+        }
+        Ok(counts)
+    }
+
     /// Marks the room held: every landing is refused until a restore lifts the hold.
     pub(crate) async fn hold(&self, room_id: &str) -> Result<(), Error> {
         self.client
@@ -303,7 +352,7 @@ impl Valkey {
     /// Deletes every key of the room.
     pub(crate) async fn forget(&self, room_id: &str) -> Result<(), Error> {
         self.client
-            .del::<i64, _>(keys(room_id, &["m", "e", "l", "s", "si"]))
+            .del::<i64, _>(keys(room_id, &["m", "e", "l", "s", "si", "tc"]))
             .await
             .map(|_| ())
     }
