@@ -142,7 +142,7 @@ impl Record {
 
 /// Counts and records a refused credential.
 async fn refused_credential(state: &AdminState, record: &Record, kind: PresentedKind, status: u16) {
-    state.failures.fail(record.client);
+    state.failures.fail(record.client).await;
     let summary = serde_json::json!({ "credential": kind.as_str() }).to_string();
     audit::append(state, record.entry(None, "auth.failed", summary, status)).await;
 }
@@ -199,7 +199,7 @@ async fn judge(
 pub(crate) async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     let Gate { state, row } = gate;
     let client = client_of(&state, &request);
-    if let Some(wait_sec) = state.failures.locked(client) {
+    if let Some(wait_sec) = state.failures.locked(client).await {
         let refusal = ApiError::new(
             ErrorCode::TooManyAuthFailures,
             "too many wrong credentials from this address; wait and try again",

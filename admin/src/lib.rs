@@ -60,7 +60,7 @@ pub(crate) struct AdminState {
     pub(crate) tickets: Arc<events::TicketStore>,
     /// Turns true when the process stops: open event streams end on it.
     pub(crate) shutdown: watch::Receiver<bool>,
-    /// Wrong credentials per client address (ADMIN_AUTH_FAIL_PER_MIN), this process only.
+    /// Wrong credentials per client address (ADMIN_AUTH_FAIL_PER_MIN), here and shared.
     pub(crate) failures: Arc<lockout::AuthFailures>,
     /// Set by `POST /api/admin/shutdown`: the process stops serving as if signalled.
     pub(crate) stop: Shutdown,
@@ -92,7 +92,7 @@ impl AdminApp {
             state: AdminState {
                 sessions: Arc::new(session::SessionStore::from_config(&config, engine.clone())),
                 tickets: Arc::new(events::TicketStore::new(engine.clone())),
-                failures: Arc::new(lockout::AuthFailures::from_config(&config)),
+                failures: Arc::new(lockout::AuthFailures::from_config(&config, engine.clone())),
                 stop: Shutdown::new(),
                 started_at: Instant::now(),
                 alerts: Arc::new(alerts::Alerts::from_config(&config)),

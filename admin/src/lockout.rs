@@ -4,14 +4,19 @@
 //! is refused with 429 `too_many_auth_failures` before any credential it sends is read, until its
 //! oldest counted failure leaves the window. A right key from one address never resets another.
 //!
-//! The counts live in this admin process's memory: with several admin instances behind a load
-//! balancer each keeps its own, so an address may try up to the limit on each instance. That is
-//! documented in OPERATIONS.md; the engine is not asked, so a guessing flood costs it nothing.
+//! The counts are shared by every admin process: each wrong credential is also counted by the
+//! engine (`AuthFailures`, in Postgres on the durable store), and an address is locked out when
+//! either this process's own count or the shared one says so. So behind a load balancer an
+//! address gets the limit once, not once per instance, and while the engine cannot be reached
+//! the local count still holds (ADMIN_KEY is judged without the engine). An address this
+//! process already knows to be locked out is refused without asking the engine.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use qm_proto::{AuthFailuresRequest, EngineClient};
 
 /// Addresses tracked at once; past it the address whose newest failure is oldest is forgotten
 /// (a flood from many addresses cannot grow memory without bound).
@@ -23,6 +28,8 @@ pub(crate) struct AuthFailures {
     window: Duration,
     /// A std mutex: map operations only, never held across an `.await`.
     failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+    /// Where the shared count is kept (`None`: this process's count alone, in unit tests).
+    engine: Option<EngineClient>,
 }
 
 impl AuthFailures {
@@ -31,14 +38,54 @@ impl AuthFailures {
             limit: usize::try_from(limit).unwrap_or(usize::MAX).max(1),
             window,
             failures: Mutex::new(HashMap::new()),
+            engine: None,
         }
     }
 
-    pub(crate) fn from_config(config: &qm_core::config::Config) -> AuthFailures {
-        AuthFailures::new(
-            config.admin_auth_fail_per_min,
-            Duration::from_secs(config.admin_auth_lockout_sec),
-        )
+    pub(crate) fn from_config(
+        config: &qm_core::config::Config,
+        engine: EngineClient,
+    ) -> AuthFailures {
+        AuthFailures {
+            engine: Some(engine),
+            ..AuthFailures::new(
+                config.admin_auth_fail_per_min,
+                Duration::from_secs(config.admin_auth_lockout_sec),
+            )
+        }
+    }
+
+    /// The shared count's answer for `client`: seconds locked out, 0 when free; `None` when
+    /// the engine cannot say (the local count decides alone).
+    async fn shared(&self, client: IpAddr, record: bool) -> Option<u64> {
+        let engine = self.engine.as_ref()?;
+        let request = AuthFailuresRequest {
+            address: client.to_string(),
+            window_ms: self.window.as_millis() as u64,
+            limit: u32::try_from(self.limit).unwrap_or(u32::MAX),
+            record,
+        };
+        match engine.clone().auth_failures(request).await {
+            Ok(reply) => Some(reply.into_inner().locked_for_sec),
+            Err(status) => {
+                tracing::debug!(%status, "the shared credential lockout could not be asked");
+                None
+            }
+        }
+    }
+
+    /// Seconds `client` is locked out for, by this process's count or the shared one.
+    pub(crate) async fn locked(&self, client: IpAddr) -> Option<u64> {
+        if let Some(wait) = self.locked_at(client, Instant::now()) {
+            return Some(wait);
+        }
+        self.shared(client, false).await.filter(|wait| *wait > 0)
+    }
+
+    /// Counts one wrong credential from `client`, here and in the shared count.
+    pub(crate) async fn fail(&self, client: IpAddr) {
+        self.fail_at(client, Instant::now());
+        self.shared(client, true).await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, VecDeque<Instant>>> {
@@ -71,10 +118,6 @@ impl AuthFailures {
         Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
     }
 
-    pub(crate) fn locked(&self, client: IpAddr) -> Option<u64> {
-        self.locked_at(client, Instant::now())
-    }
-
     /// Counts one wrong credential from `client` at `now`.
     pub(crate) fn fail_at(&self, client: IpAddr, now: Instant) {
         let mut failures = self.lock();
@@ -93,10 +136,6 @@ impl AuthFailures {
         while times.len() > self.limit {
             times.pop_front();
         }
-    }
-
-    pub(crate) fn fail(&self, client: IpAddr) {
-        self.fail_at(client, Instant::now());
     }
 }
 

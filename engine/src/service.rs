@@ -908,6 +908,17 @@ impl Engine for EngineService {
         }))
     }
 
+    async fn auth_failures(
+        &self,
+        request: Request<qm_proto::AuthFailuresRequest>,
+    ) -> Reply<qm_proto::AuthFailuresReply> {
+        let query = crate::access::failures::FailureQuery::parse(request.into_inner())?;
+        let locked_for_sec = self.access.auth_failures(&query).await?;
+        Ok(Response::new(qm_proto::AuthFailuresReply {
+            locked_for_sec,
+        }))
+    }
+
     async fn delete_record(
         &self,
         request: Request<qm_proto::RecordRef>,

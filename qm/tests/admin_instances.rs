@@ -177,3 +177,54 @@ async fn shared_sessions() {
         "a new admin process knows it"
     );
 }
+
+/// The credential lockout counts wrong credentials across admin processes: an address that
+/// spreads its guesses over both reaches the limit once, and is then refused by both, a right
+/// key too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_credential_lockout_counts_guesses_spread_over_admin_processes() {
+    tokio::time::timeout(TEST_LIMIT, shared_lockout())
+        .await
+        .expect("the shared-lockout test finishes within its limit");
+}
+
+async fn shared_lockout() {
+    const LIMIT: usize = 5;
+    let backing = Backing::start(ValkeyOptions { aof: false }).await;
+    let mut env = test_env();
+    env.extend(backing.env());
+    env.insert("ADMIN_AUTH_FAIL_PER_MIN".to_owned(), LIMIT.to_string());
+    let qm = env!("CARGO_BIN_EXE_qm");
+    let engine_a = EngineProcess::start(qm, &env, free_addr()).await;
+    let engine_b = EngineProcess::start(qm, &env, free_addr()).await;
+    let admins = [
+        AdminProcess::start(qm, &env, engine_a.addr(), free_addr().port()).await,
+        AdminProcess::start(qm, &env, engine_b.addr(), free_addr().port()).await,
+    ];
+    let rooms = |admin: &AdminProcess, key: &str| {
+        client()
+            .get(format!("{}/api/admin/rooms", admin.url()))
+            .bearer_auth(key)
+            .send()
+    };
+    // Guesses alternate between the two: neither alone sees the limit.
+    for guess in 0..LIMIT {
+        let admin = &admins[guess % 2];
+        let answer = rooms(admin, "a-wrong-key-0123").await.expect("an answer");
+        assert_eq!(
+            answer.status(),
+            401,
+            "guess {guess} is refused, not yet locked out"
+        );
+    }
+    for admin in &admins {
+        let answer = rooms(admin, TEST_ADMIN_KEY).await.expect("an answer");
+        assert_eq!(
+            answer.status(),
+            429,
+            "the address is locked out on every admin process, the right key too"
+        );
+        let body: Value = answer.json().await.expect("a JSON refusal");
+        assert_eq!(body["code"], "too_many_auth_failures", "{body}");
+    }
+}

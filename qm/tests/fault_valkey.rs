@@ -94,9 +94,10 @@ fn deploy_valkey_conf() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/valkey.conf")
 }
 
-/// Cuts the newest incremental AOF file at two thirds of its length: almost surely inside a
-/// record, and far enough back that the last landings (acknowledged and journaled) are gone.
-/// Answers the file's length before and after.
+/// Cuts the newest incremental AOF file at two thirds of its length, moved one byte back when
+/// that falls between two commands (where the next byte opens a RESP array after a CRLF), so
+/// the cut is always inside a record; far enough back that the last landings (acknowledged and
+/// journaled) are gone. Answers the file's length before and after.
 fn truncate_aof(dir: &std::path::Path) -> (u64, u64) {
     let incr = std::fs::read_dir(dir)
         .unwrap_or_else(|error| panic!("read the AOF dir {}: {error}", dir.display()))
@@ -110,7 +111,13 @@ fn truncate_aof(dir: &std::path::Path) -> (u64, u64) {
         .open(&incr)
         .unwrap_or_else(|error| panic!("open {}: {error}", incr.display()));
     let before = file.metadata().expect("the AOF file has metadata").len();
-    let after = before * 2 / 3;
+    let bytes =
+        std::fs::read(&incr).unwrap_or_else(|error| panic!("read {}: {error}", incr.display()));
+    let mut after = before * 2 / 3;
+    let at = after as usize;
+    if at >= 2 && bytes.get(at) == Some(&b'*') && &bytes[at - 2..at] == b"\r\n" {
+        after -= 1;
+    }
     file.set_len(after)
         .unwrap_or_else(|error| panic!("truncate {}: {error}", incr.display()));
     (before, after)

@@ -1,7 +1,8 @@
 //! `qm` child processes for the fault tests, each started with a given environment on a fixed
 //! loopback port, so it can be killed with SIGKILL and started again where the others expect
 //! it: a `qm engine` ([`EngineProcess`]; the gateway and admin in the test process reach it, see
-//! [`crate::spawn_edge`]) and a `qm admin` ([`AdminProcess`]).
+//! [`crate::spawn_edge`]), a `qm admin` ([`AdminProcess`]) and a `qm gateway`
+//! ([`GatewayProcess`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -160,11 +161,72 @@ impl EngineProcess {
     }
 }
 
-/// A running (or killed) `qm admin` process on a fixed loopback port.
-pub struct AdminProcess {
+/// A `qm admin` or `qm gateway` child on a fixed loopback port, ready once its `/healthz`
+/// answers 200: what the two HTTP processes share.
+struct HttpProcess {
     port: u16,
     process: QmChild,
 }
+
+impl HttpProcess {
+    /// Starts `binary <target>` with `env` on `127.0.0.1:<port>` (`host_var`/`port_var` name
+    /// the target's listen settings), talking to the engine at `engine`, and waits until it is
+    /// ready (the engine must be up).
+    async fn start(
+        binary: PathBuf,
+        target: &'static str,
+        env: &HashMap<String, String>,
+        (host_var, port_var): (&str, &str),
+        engine: SocketAddr,
+        port: u16,
+    ) -> HttpProcess {
+        let mut env = env.clone();
+        env.insert("ENGINE_ADDR".to_owned(), engine.to_string());
+        env.insert(host_var.to_owned(), "127.0.0.1".to_owned());
+        env.insert(port_var.to_owned(), port.to_string());
+        let mut process = HttpProcess {
+            port,
+            process: QmChild::new(binary, target, env, port),
+        };
+        process.restart().await;
+        process
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    async fn restart(&mut self) {
+        self.process.spawn();
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .expect("the http client builds");
+        let target = self.process.target;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let health = client.get(format!("{}/healthz", self.url())).send().await;
+            if health.is_ok_and(|response| response.status() == 200) {
+                return;
+            }
+            if let Some(status) = self.process.exited() {
+                panic!(
+                    "qm {target} exited with {status}; log:\n{}",
+                    self.process.log_tail()
+                );
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "qm {target} did not answer /healthz 200 within 20 s; log:\n{}",
+                self.process.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A running (or killed) `qm admin` process on a fixed loopback port.
+pub struct AdminProcess(HttpProcess);
 
 impl AdminProcess {
     /// Starts `binary admin` with `env` on `127.0.0.1:<port>`, talking to the engine at
@@ -175,55 +237,59 @@ impl AdminProcess {
         engine: SocketAddr,
         port: u16,
     ) -> AdminProcess {
-        let mut env = env.clone();
-        env.insert("ENGINE_ADDR".to_owned(), engine.to_string());
-        env.insert("ADMIN_HOST".to_owned(), "127.0.0.1".to_owned());
-        env.insert("ADMIN_PORT".to_owned(), port.to_string());
-        let mut admin = AdminProcess {
-            port,
-            process: QmChild::new(binary.into(), "admin", env, port),
-        };
-        admin.restart().await;
-        admin
+        let vars = ("ADMIN_HOST", "ADMIN_PORT");
+        AdminProcess(HttpProcess::start(binary.into(), "admin", env, vars, engine, port).await)
     }
 
     /// `http://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.0.url()
     }
 
     /// Starts the process again (after a kill) and waits until `/healthz` answers 200.
     pub async fn restart(&mut self) {
-        self.process.spawn();
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(2))
-            .build()
-            .expect("the http client builds");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let health = client.get(format!("{}/healthz", self.url())).send().await;
-            if health.is_ok_and(|response| response.status() == 200) {
-                return;
-            }
-            if let Some(status) = self.process.exited() {
-                panic!("qm admin exited with {status}; log:\n{}", self.log_tail());
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "qm admin did not answer /healthz 200 within 20 s; log:\n{}",
-                self.log_tail()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.0.restart().await;
     }
 
     /// SIGKILL, and wait for the process to be gone.
     pub fn kill9(&mut self) {
-        self.process.kill9();
+        self.0.process.kill9();
     }
 
     /// The last lines the admin process logged.
     pub fn log_tail(&self) -> String {
-        self.process.log_tail()
+        self.0.process.log_tail()
+    }
+}
+
+/// A running (or killed) `qm gateway` process on a fixed loopback port.
+pub struct GatewayProcess(HttpProcess);
+
+impl GatewayProcess {
+    /// Starts `binary gateway` with `env` on `127.0.0.1:<port>`, talking to the engine at
+    /// `engine`, and waits until its `/healthz` answers 200 (the engine must be up).
+    pub async fn start(
+        binary: impl Into<PathBuf>,
+        env: &HashMap<String, String>,
+        engine: SocketAddr,
+        port: u16,
+    ) -> GatewayProcess {
+        let vars = ("HOST", "PORT");
+        GatewayProcess(HttpProcess::start(binary.into(), "gateway", env, vars, engine, port).await)
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        self.0.url()
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill9(&mut self) {
+        self.0.process.kill9();
+    }
+
+    /// The last lines the gateway process logged.
+    pub fn log_tail(&self) -> String {
+        self.0.process.log_tail()
     }
 }

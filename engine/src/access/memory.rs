@@ -76,6 +76,7 @@ impl State {
 pub(crate) struct MemoryAccess {
     state: Mutex<State>,
     pub(super) records: super::records::MemoryRecords,
+    pub(super) failures: super::failures::MemoryFailures,
 }
 
 impl MemoryAccess {

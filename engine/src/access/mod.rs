@@ -18,8 +18,9 @@
 //! newest [`memory::AUDIT_KEPT`] entries); [`pg`] keeps it in Postgres on the durable store, read
 //! on every lookup, so a revocation holds on every engine at once and survives restarts.
 //! [`records`] keeps the admin's short-lived shared records (console sessions, event-stream
-//! tickets) the same two ways.
+//! tickets) the same two ways, and [`failures`] the credential lockout's wrong credentials.
 
+pub(crate) mod failures;
 mod memory;
 mod pg;
 pub(crate) mod records;
@@ -446,6 +447,18 @@ impl Access {
         match self {
             Access::Memory(memory) => Ok(memory.records.get(key, take, now)),
             Access::Pg(pg) => records::pg_get(pg.pool(), key, take, now).await,
+        }
+    }
+
+    /// Counts a wrong credential (with `record`) and answers how long the address is locked.
+    pub(crate) async fn auth_failures(
+        &self,
+        query: &failures::FailureQuery,
+    ) -> Result<u64, ApiError> {
+        let now = qm_core::clock::now_ms();
+        match self {
+            Access::Memory(memory) => Ok(memory.failures.answer(query, now)),
+            Access::Pg(pg) => failures::pg_answer(pg.pool(), query, now).await,
         }
     }
 

@@ -594,6 +594,13 @@ impl Engine for FakeEngine {
         Err(Status::unimplemented("fake"))
     }
 
+    async fn auth_failures(
+        &self,
+        _: Request<qm_proto::AuthFailuresRequest>,
+    ) -> Result<Response<qm_proto::AuthFailuresReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn delete_record(
         &self,
         _: Request<qm_proto::RecordRef>,
