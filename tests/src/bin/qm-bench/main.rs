@@ -13,9 +13,13 @@
 //!
 //! `qm-bench inline` — an admitted visitor's requests through the inline gate, beside the same
 //! origin hit directly (see `inline.rs`).
+//!
+//! `qm-bench status`, `check`, `join` — the visitor's hot paths driven by wrk, beside a bare
+//! axum server answering a real join answer's bytes (see `visitor.rs`).
 
 mod contention;
 mod inline;
+mod visitor;
 mod wrk;
 
 use std::convert::Infallible;
@@ -84,6 +88,59 @@ enum Bench {
         #[arg(long, default_value = "memory")]
         store: String,
     },
+    /// A waiting visitor's GET /api/status at several positions in the line (wrk), beside a
+    /// bare axum server.
+    Status {
+        #[command(flatten)]
+        load: VisitorArgs,
+        /// Positions in the line measured, comma-separated (the line is filled up to each).
+        #[arg(long, value_delimiter = ',', default_value = "1,10000,100000,1000000")]
+        positions: Vec<u64>,
+    },
+    /// The door check of a waiting token, a spent passed token and a door session (wrk),
+    /// beside a bare axum server.
+    Check {
+        #[command(flatten)]
+        load: VisitorArgs,
+    },
+    /// New visitors' joins on the memory store and the durable store (wrk), beside a bare axum
+    /// server.
+    Join {
+        #[command(flatten)]
+        load: VisitorArgs,
+    },
+}
+
+/// The load of the visitor benches.
+#[derive(clap::Args)]
+struct VisitorArgs {
+    /// Store under test (join measures both).
+    #[arg(long, default_value = "memory")]
+    store: String,
+    /// wrk's threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Requests in flight at once (wrk's connections).
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Seconds each measured run lasts.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Rounds, each the ceiling then every measured path.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+}
+
+impl From<VisitorArgs> for visitor::VisitorBench {
+    fn from(args: VisitorArgs) -> Self {
+        visitor::VisitorBench {
+            store: args.store,
+            threads: args.threads,
+            concurrency: args.concurrency,
+            seconds: args.seconds,
+            rounds: args.rounds,
+        }
+    }
 }
 
 /// Latencies and throughput of one run.
@@ -438,5 +495,8 @@ async fn main() -> anyhow::Result<()> {
             })
             .await
         }
+        Bench::Status { load, positions } => visitor::status(load.into(), positions).await,
+        Bench::Check { load } => visitor::check(load.into()).await,
+        Bench::Join { load } => visitor::join(load.into()).await,
     }
 }

@@ -11,6 +11,8 @@ use anyhow::Context as _;
 #[derive(Debug, Clone)]
 pub(crate) struct WrkRun {
     pub(crate) per_second: f64,
+    /// Answers wrk read whole in the run (requests still in flight at its end are not).
+    pub(crate) requests: u64,
     pub(crate) p50_ms: f64,
     pub(crate) p99_ms: f64,
     /// Answers that were not 2xx/3xx, and socket errors (connect, read, write, timeout).
@@ -39,7 +41,20 @@ pub(crate) fn require() -> anyhow::Result<()> {
 
 /// Runs wrk against `url` with `headers` (`Name: value`) and reads its report.
 pub(crate) async fn run(url: &str, headers: &[String], load: WrkLoad) -> anyhow::Result<WrkRun> {
+    run_script(url, headers, None, load).await
+}
+
+/// Runs wrk with a Lua `script` (how wrk sends a method and body other than a bare GET).
+pub(crate) async fn run_script(
+    url: &str,
+    headers: &[String],
+    script: Option<&std::path::Path>,
+    load: WrkLoad,
+) -> anyhow::Result<WrkRun> {
     let mut command = Command::new("wrk");
+    if let Some(script) = script {
+        command.arg("-s").arg(script);
+    }
     command
         .arg(format!("-t{}", load.threads))
         .arg(format!("-c{}", load.connections))
@@ -65,6 +80,7 @@ pub(crate) async fn run(url: &str, headers: &[String], load: WrkLoad) -> anyhow:
 
 fn parse(report: &str) -> anyhow::Result<WrkRun> {
     let mut per_second = None;
+    let mut requests = None;
     let mut p50_ms = None;
     let mut p99_ms = None;
     let mut failures = 0;
@@ -76,6 +92,8 @@ fn parse(report: &str) -> anyhow::Result<WrkRun> {
             p50_ms = milliseconds(latency.trim());
         } else if let Some(latency) = line.strip_prefix("99%") {
             p99_ms = milliseconds(latency.trim());
+        } else if let Some((count, _)) = line.split_once(" requests in ") {
+            requests = count.trim().parse().ok();
         } else if let Some(count) = line.strip_prefix("Non-2xx or 3xx responses:") {
             failures += count.trim().parse::<u64>().unwrap_or(1);
             failure_lines.push_str(line);
@@ -91,6 +109,7 @@ fn parse(report: &str) -> anyhow::Result<WrkRun> {
     }
     Ok(WrkRun {
         per_second: per_second.context("no Requests/sec line")?,
+        requests: requests.context("no 'requests in' line")?,
         p50_ms: p50_ms.context("no 50% line")?,
         p99_ms: p99_ms.context("no 99% line")?,
         failures,
@@ -134,6 +153,7 @@ Transfer/sec:     10.00MB
 ";
         let run = parse(report).unwrap();
         assert_eq!(run.per_second, 100_000.0);
+        assert_eq!(run.requests, 300_000);
         assert!((run.p50_ms - 0.72).abs() < 1e-9);
         assert!((run.p99_ms - 2.05).abs() < 1e-9);
         assert_eq!(run.failures, 7);
