@@ -595,6 +595,12 @@ impl Browser {
             .unwrap_or_else(|error| panic!("set network conditions offline={offline}: {error}"));
     }
 
+    /// Forgets every console entry logged so far: a later check sees only what follows.
+    pub async fn forget_console_log(&self) {
+        self.console_log().await;
+        self.log.lock().expect("log lock").clear();
+    }
+
     /// Every console entry the browser logged so far, in order.
     pub async fn console_log(&self) -> Vec<LogEntry> {
         let command = SessionCommand {
