@@ -90,7 +90,8 @@ pub(crate) struct InlineBench {
     pub(crate) rounds: usize,
 }
 
-fn median(values: &[f64]) -> f64 {
+/// The median of `values` (0 when empty); the benches' figure across rounds.
+pub(crate) fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     match sorted.len() {

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use qm_tests::{Backing, TestApp, room_body, spawn_app_on};
 use serde_json::json;
 
+use crate::inline::median;
 use crate::wrk::{self, WrkLoad, WrkRun};
 use crate::{client, drive, num_cpus};
 
@@ -153,16 +154,6 @@ async fn measure(
         }
     }
     Ok((ceiling, runs))
-}
-
-fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    match sorted.len() {
-        0 => 0.0,
-        len if len % 2 == 1 => sorted[len / 2],
-        len => (sorted[len / 2 - 1] + sorted[len / 2]) / 2.0,
-    }
 }
 
 fn round3(value: f64) -> f64 {
