@@ -22,6 +22,7 @@ mod grants;
 mod health;
 mod identity;
 mod inline;
+mod log_capture;
 mod metrics;
 mod notify;
 mod operator_input;

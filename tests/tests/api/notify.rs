@@ -3,8 +3,6 @@
 //! following its place — carried over by a rejoin the engine does not honour, deleted by an
 //! eject or a purge, never taken along by another browser.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use qm_tests::servers::ValkeyOptions;
@@ -14,6 +12,7 @@ use qm_tests::{
 };
 use serde_json::{Value, json};
 
+use crate::log_capture::Captured;
 use crate::token_ticket;
 
 const ADDRESS: &str = "jane.doe@example.com";
@@ -441,36 +440,9 @@ async fn notify_refusals_carry_their_codes() {
     assert_eq!(by_room.status, 200, "{}", by_room.text);
 }
 
-/// A `Write` into a shared buffer, for capturing this test's log lines.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn the_address_never_appears_in_the_logs() {
-    // The test runtime is single-threaded, so every component of this app logs on this
-    // thread, into this subscriber.
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (captured, _guard) = Captured::start(tracing::Level::TRACE);
 
     let sink = SmtpSink::start().await;
     sink.refuse_next(1);
@@ -489,7 +461,7 @@ async fn the_address_never_appears_in_the_logs() {
     wait_for_delivery(&app, "quiet", &token, &cookies, "sent").await;
     app.stop().await;
 
-    let logs = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    let logs = captured.text();
     assert!(
         logs.contains("turn notification sent"),
         "the capture works: {} bytes",

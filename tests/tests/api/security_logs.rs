@@ -1,57 +1,14 @@
 //! What the processes log when something is refused or fails: a refused admin credential is a
 //! warn line with the client address and the credential's kind, never the credential; every
 //! `engine_unavailable` answer logs its cause (the gRPC code, message and transport error),
-//! never the engine credential. Each test runs on the single-threaded test runtime, so every
-//! component logs on this thread into the test's subscriber.
+//! never the engine credential.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
-
+use crate::log_capture::Captured;
 use qm_tests::{TEST_ADMIN_KEY, TestApp, spawn_app, spawn_edge, test_env};
-use tracing::subscriber::DefaultGuard;
-
-/// A `Write` into a shared buffer, for capturing this test's log lines.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn start() -> (Captured, DefaultGuard) {
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(move || writer.clone())
-            .finish();
-        let guard = tracing::subscriber::set_default(subscriber);
-        // A callsite another test's thread first hit before this subscriber existed may hold
-        // an interest computed without it: recompute every callsite's interest now.
-        tracing::callsite::rebuild_interest_cache();
-        (captured, guard)
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
-    }
-}
 
 #[tokio::test]
 async fn a_refused_admin_credential_is_logged_without_the_credential() {
-    let (captured, _guard) = Captured::start();
+    let (captured, _guard) = Captured::start(tracing::Level::DEBUG);
     let app = spawn_app().await;
     let api = format!("{}/api/admin", app.admin);
 
@@ -124,7 +81,7 @@ async fn a_refused_admin_credential_is_logged_without_the_credential() {
 
 #[tokio::test]
 async fn every_engine_unavailable_logs_its_cause_without_the_credential() {
-    let (captured, _guard) = Captured::start();
+    let (captured, _guard) = Captured::start(tracing::Level::DEBUG);
     // An edge whose engine credential is wrong: the engine refuses it before any handler.
     let app = spawn_app().await;
     let mut env = test_env();
