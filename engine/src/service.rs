@@ -26,7 +26,7 @@ use qm_proto::{
     OriginAnswersRequest, PlaceReply, PurgeReply, PutRoomRequest, ReportReply, ReportRequest,
     RoomInfoReply, RoomRef, RoomReply, RoomView, ScheduleRequest, SecurityReply, SecurityRequest,
     SeenReply, SeenRequest, SetRateRequest, SetStateRequest, StatsReply, StatsRequest,
-    StatusRequest, TargetingReply, TargetingRequest, WatchRequest,
+    StatusRequest, TargetingReply, TargetingRequest, VisitorBatch, VisitorBatchReply, WatchRequest,
 };
 use serde_json::Value;
 use tokio::sync::watch;
@@ -381,6 +381,12 @@ impl Engine for EngineService {
             .status(request.room_id, claim, request.session_hash)
             .await?;
         Ok(Response::new(answer_to_wire(answer)))
+    }
+
+    async fn visitors(&self, request: Request<VisitorBatch>) -> Reply<VisitorBatchReply> {
+        Ok(Response::new(
+            qm_proto::answer_visitor_calls(self, request.into_inner()).await,
+        ))
     }
 
     async fn check(&self, request: Request<CheckRequest>) -> Reply<CheckReply> {

@@ -59,7 +59,7 @@ pub(crate) async fn ask(
         url: question.url.unwrap_or_default(),
         want_rules: question.want_rules,
     };
-    let reply = state.engine.clone().check(request).await?.into_inner();
+    let reply = state.visitor_calls.check(request).await?;
     if !reply.room_found {
         state.metrics.failed_open();
     }

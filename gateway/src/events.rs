@@ -24,7 +24,7 @@ use qm_core::ApiError;
 use qm_core::clock::now_ms;
 use qm_core::shutdown::stopped;
 use qm_core::token::{VisitorClaims, VisitorPlace};
-use qm_proto::{EngineClient, StatusRequest, place_reply, place_status};
+use qm_proto::{StatusRequest, place_reply, place_status};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -39,6 +39,7 @@ use crate::request::{ClientAddress, QueryParams};
 use crate::status_body::{lapsed_fields, place_fields, view_fields, with_now_here};
 use crate::status_read::{read_status, status_request};
 use crate::stream_clock::HEARTBEAT;
+use crate::visitor_calls::VisitorCalls;
 use qm_http::AppError;
 
 /// GET /api/events: 401 before the stream starts when no token verifies, the stream limits,
@@ -63,7 +64,12 @@ pub(crate) async fn events(
     let request = status_request(&place, &cookies);
     let hub = state.hubs.subscribe(&place.claims.room_id);
     let refresh_after_ms = state.config.token_refresh_after_ms();
-    let mut listener = Listener::new(state.engine.clone(), &place, request, refresh_after_ms);
+    let mut listener = Listener::new(
+        state.visitor_calls.clone(),
+        &place,
+        request,
+        refresh_after_ms,
+    );
     listener.support_ref_key = state.support_ref_key;
     // The first frame comes from the engine itself, so an unreachable engine is a plain 503
     // before the stream starts rather than a stream that says nothing.
@@ -98,7 +104,7 @@ pub(crate) async fn events(
 
 /// One stream's knowledge of its place.
 struct Listener {
-    engine: EngineClient,
+    engine: VisitorCalls,
     room_id: String,
     /// What the engine is asked: the token's claim and the hash of the ownership cookie.
     request: StatusRequest,
@@ -114,8 +120,10 @@ struct Listener {
     /// The engine's latest answer would grant a refresh (a bound place of the token's generation
     /// still waiting). Once false it stays false: none of the three comes back.
     refresh_granted: bool,
-    /// The engine was asked since the last heartbeat: view changes do not ask again.
-    asked_since_heartbeat: bool,
+    /// The latest view gave this place's status (at open, the engine did). When a view stops
+    /// giving it — the place passed, was ejected, its room was reset — the engine is asked
+    /// once; while later views go on not giving it, only heartbeats ask.
+    view_gave_place: bool,
     /// The place lapsed: it never comes back, so nobody is asked again.
     lapsed: Option<Map<String, Value>>,
     /// The ticket this stream's heartbeats vouch for (QM-345): the engine's latest answer named
@@ -127,7 +135,7 @@ struct Listener {
 
 impl Listener {
     fn new(
-        engine: EngineClient,
+        engine: VisitorCalls,
         place: &PresentedPlace,
         request: StatusRequest,
         refresh_after_ms: u64,
@@ -142,7 +150,7 @@ impl Listener {
             fresh_token: None,
             refresh_after_ms,
             refresh_granted: false,
-            asked_since_heartbeat: false,
+            view_gave_place: true,
             lapsed: None,
             vouched_ticket: None,
             support_ref_key: [0; 32],
@@ -166,8 +174,7 @@ impl Listener {
         if let Some(lapsed) = &self.lapsed {
             return Ok(lapsed.clone());
         }
-        self.asked_since_heartbeat = true;
-        match read_status(&mut self.engine, self.request.clone()).await? {
+        match read_status(&self.engine, self.request.clone()).await? {
             place_reply::Outcome::Place(place) => {
                 self.refresh_granted = engine_grants_refresh(&self.claims, &place);
                 if let Some(place_status::Place::Ticket(ticket)) = place.place {
@@ -207,18 +214,18 @@ impl Listener {
     /// After a view change: the new body, or `None` to send nothing.
     async fn on_view_change(&mut self, latest: &LatestView) -> Option<Map<String, Value>> {
         if let Some(fields) = self.status_from_view(latest) {
-            self.asked_since_heartbeat = false;
+            self.view_gave_place = true;
             return Some(fields);
         }
-        if self.asked_since_heartbeat || self.lapsed.is_some() {
+        if !self.view_gave_place || self.lapsed.is_some() {
             return None;
         }
+        self.view_gave_place = false;
         self.ask_engine().await.ok()
     }
 
     /// At a heartbeat: the body to send (`None` keeps the previous one, e.g. the engine is down).
     async fn on_heartbeat(&mut self, latest: &LatestView) -> Option<Map<String, Value>> {
-        self.asked_since_heartbeat = false;
         if let Some(fields) = self.status_from_view(latest) {
             return Some(fields);
         }

@@ -37,6 +37,7 @@ mod test_support;
 mod verify;
 mod verify_checks;
 mod visitor;
+mod visitor_calls;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -67,6 +68,8 @@ pub(crate) struct GatewayState {
     /// The support reference code's key, HKDF(SECRET, `qm:support-ref`), derived once.
     pub(crate) support_ref_key: [u8; 32],
     pub(crate) engine: EngineClient,
+    /// Join, Status and Check, batched (`visitor_calls.rs`).
+    pub(crate) visitor_calls: visitor_calls::VisitorCalls,
     /// Channel for the engine's gRPC health service, for readiness.
     pub(crate) engine_health: Channel,
     pub(crate) join_limiter: Arc<JoinRateLimiter>,
@@ -139,6 +142,7 @@ impl GatewayApp {
             hubs: RoomHubs::new(engine.clone(), shutdown.clone()),
             metrics: metrics::GatewayMetrics::new(),
             config,
+            visitor_calls: visitor_calls::VisitorCalls::start(engine.clone()),
             engine,
             engine_health,
             shutdown,

@@ -179,7 +179,7 @@ pub(crate) async fn read_place(
         return PlaceRead::NoToken;
     };
     let request = status_request(&presented, cookies);
-    match read_status(&mut state.engine.clone(), request).await {
+    match read_status(&state.visitor_calls, request).await {
         Ok(place_reply::Outcome::Place(place)) => PlaceRead::Place(Box::new(place), None),
         Ok(place_reply::Outcome::Lapsed(lapsed)) => {
             // A room that is gone reads as `room_reset`: the room info then says "not found".

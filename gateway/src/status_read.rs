@@ -4,10 +4,11 @@
 //! lapse (`room_reset`), not an error: the place went with it.
 
 use qm_core::{ApiError, ErrorCode};
-use qm_proto::{EngineClient, StatusRequest, place_reply};
+use qm_proto::{StatusRequest, place_reply};
 
 use crate::cookies::RequestCookies;
 use crate::places::{PresentedPlace, presented_session_hash};
+use crate::visitor_calls::VisitorCalls;
 
 /// The engine request that reads `place` for the browser that sent `cookies`.
 pub(crate) fn status_request(place: &PresentedPlace, cookies: &RequestCookies) -> StatusRequest {
@@ -28,11 +29,11 @@ pub(crate) fn status_request(place: &PresentedPlace, cookies: &RequestCookies) -
 /// The engine's answer to `request`: the place, or its lapse (also when the room is gone).
 /// `Err` is an engine that could not answer, or an answer without an outcome.
 pub(crate) async fn read_status(
-    engine: &mut EngineClient,
+    engine: &VisitorCalls,
     request: StatusRequest,
 ) -> Result<place_reply::Outcome, ApiError> {
     let outcome = match engine.status(request).await {
-        Ok(reply) => reply.into_inner().outcome,
+        Ok(reply) => reply.outcome,
         Err(status) => {
             let error = ApiError::from_status(&status);
             if error.code != ErrorCode::RoomNotFound {

@@ -122,7 +122,7 @@ pub(crate) async fn join_room(
         bot_score: qm_core::bot::score_of(reasons),
         bot_reasons: reasons,
     };
-    let mut reply = state.engine.clone().join(request).await?.into_inner();
+    let mut reply = state.visitor_calls.join(request).await?;
     let mut notify_statement = Map::new();
     crate::notify::add_join_statement(&mut notify_statement, &reply);
     let Some(place_reply::Outcome::Place(place)) = reply.outcome.take() else {
@@ -200,7 +200,7 @@ pub(crate) async fn status(
     let request = status_request(&place, &cookies);
     let refresh_after_ms = state.config.token_refresh_after_ms();
     let mut renewal = None;
-    let body = match read_status(&mut state.engine.clone(), request).await? {
+    let body = match read_status(&state.visitor_calls, request).await? {
         place_reply::Outcome::Place(answer) => {
             let drawn = drawn_place(&place.claims, &answer);
             if (drawn.is_some() || is_due(&place.claims, now, refresh_after_ms))

@@ -27,7 +27,9 @@ impl RoomView {
     }
 }
 
+mod batch;
 pub mod client;
+pub use batch::answer_visitor_calls;
 pub use client::{EngineClient, EngineTarget};
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::Stream;
@@ -71,6 +71,10 @@ pub(crate) struct FakeEngine {
     pub(crate) watch_calls: Arc<AtomicUsize>,
     pub(crate) watch_open: Arc<AtomicUsize>,
     pub(crate) status_calls: Arc<AtomicUsize>,
+    /// Visitors RPCs: the batches the gateway's visitor calls came in.
+    pub(crate) visitor_batches: Arc<AtomicUsize>,
+    /// Answer Visitors as an engine from before that RPC would: `Unimplemented`.
+    pub(crate) without_visitor_batches: Arc<AtomicBool>,
     /// Every Seen RPC: (room id, tickets).
     pub(crate) seen_calls: Arc<Mutex<Vec<SeenCall>>>,
     /// Bumped to end every open Watch stream (a broken engine connection, as the gateway sees it).
@@ -314,6 +318,19 @@ impl Engine for FakeEngine {
             outcome: Some(place_reply::Outcome::Place(status)),
             ..PlaceReply::default()
         }))
+    }
+
+    async fn visitors(
+        &self,
+        request: Request<VisitorBatch>,
+    ) -> Result<Response<VisitorBatchReply>, Status> {
+        self.visitor_batches.fetch_add(1, Ordering::SeqCst);
+        if self.without_visitor_batches.load(Ordering::SeqCst) {
+            return Err(Status::unimplemented("Visitors"));
+        }
+        Ok(Response::new(
+            answer_visitor_calls(self, request.into_inner()).await,
+        ))
     }
 
     async fn check(&self, request: Request<CheckRequest>) -> Result<Response<CheckReply>, Status> {

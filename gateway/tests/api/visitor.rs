@@ -1,6 +1,9 @@
 //! POST /api/join and GET /api/status: places, cookies and the cookie cap, refusals.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+use futures::future::join_all;
 
 use serde_json::{Value, json};
 
@@ -265,5 +268,87 @@ async fn the_cookie_cap_expires_the_oldest_rooms() {
     assert!(
         names.contains(&"qm_cap1") && names.contains(&"qm_cap2"),
         "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_joins_share_engine_calls_and_each_keeps_its_own_answer() {
+    let gateway = spawn_gateway(&[]).await;
+    gateway.engine.create_room("rush", "active", 0);
+    let batches_before = gateway.engine.visitor_batches.load(Ordering::SeqCst);
+    // Joins for a room the engine does not know, in among the others: each gets its refusal.
+    let rooms: Vec<&str> = (0..64)
+        .map(|n| if n % 4 == 3 { "nowhere" } else { "rush" })
+        .collect();
+    let replies = join_all(rooms.iter().map(|room| gateway.join(room, None))).await;
+
+    let mut positions = Vec::new();
+    for (room, reply) in rooms.iter().zip(&replies) {
+        if *room == "rush" {
+            assert_eq!(reply.status, 200, "{}", reply.text);
+            positions.push(reply.body["position"].as_u64().expect("a position"));
+        } else {
+            assert_eq!(
+                (reply.status, reply.body["code"].as_str()),
+                (404, Some("room_not_found")),
+                "{}",
+                reply.text
+            );
+        }
+    }
+    positions.sort_unstable();
+    assert_eq!(positions, (1..=48).collect::<Vec<u64>>(), "one place each");
+    let batches = gateway.engine.visitor_batches.load(Ordering::SeqCst) - batches_before;
+    assert!(
+        batches < rooms.len(),
+        "{} joins at once went as {batches} engine calls",
+        rooms.len()
+    );
+}
+
+#[tokio::test]
+async fn an_engine_without_batches_gets_every_call_on_its_own() {
+    // An engine from before the Visitors RPC, as a rolling deploy that updates the gateways
+    // first meets it: the gateway stops asking once it has been told, and sends each call as its
+    // own RPC.
+    let gateway = spawn_gateway(&[]).await;
+    gateway
+        .engine
+        .without_visitor_batches
+        .store(true, Ordering::SeqCst);
+    gateway.engine.create_room("older", "active", 0);
+    let replies = join_all((0..8).map(|_| gateway.join("older", None))).await;
+    let mut positions: Vec<u64> = replies
+        .iter()
+        .map(|reply| {
+            assert_eq!(reply.status, 200, "{}", reply.text);
+            reply.body["position"].as_u64().expect("a position")
+        })
+        .collect();
+    positions.sort_unstable();
+    assert_eq!(positions, (1..=8).collect::<Vec<u64>>());
+    // Only the batches already under way when the first answer came asked (at most 4 go at once).
+    let asked = gateway.engine.visitor_batches.load(Ordering::SeqCst);
+    assert!((1..=4).contains(&asked), "asked {asked} times");
+
+    let (joined, cookies) = gateway.join_as_new_visitor("older").await;
+    let status = gateway
+        .send(
+            gateway
+                .http
+                .get(format!(
+                    "{}/api/status?token={}",
+                    gateway.url,
+                    joined.body["token"].as_str().unwrap()
+                ))
+                .header("cookie", cookies),
+        )
+        .await;
+    assert_eq!(status.status, 200, "{}", status.text);
+    assert_eq!(status.body["position"], 9);
+    assert_eq!(
+        gateway.engine.visitor_batches.load(Ordering::SeqCst),
+        asked,
+        "not asked again"
     );
 }
