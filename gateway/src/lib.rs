@@ -59,9 +59,22 @@ use crate::hub::RoomHubs;
 use crate::places::TokenCheck;
 use crate::rate_limit::{JoinRateLimiter, StreamLimits};
 
-/// Cheap handles shared by every handler.
+/// What every handler shares, behind one reference count: axum hands each request (and each
+/// layer that asks for it) its own copy of the state, so a copy must cost one atomic increment,
+/// not one per handle inside.
 #[derive(Clone)]
-pub(crate) struct GatewayState {
+pub(crate) struct GatewayState(Arc<GatewayShared>);
+
+impl std::ops::Deref for GatewayState {
+    type Target = GatewayShared;
+
+    fn deref(&self) -> &GatewayShared {
+        &self.0
+    }
+}
+
+/// The handles themselves.
+pub(crate) struct GatewayShared {
     pub(crate) config: Arc<Config>,
     /// Built once: deriving the v2 keys costs HKDF work that no request should repeat.
     pub(crate) keyring: Arc<Keyring>,
@@ -89,8 +102,7 @@ pub(crate) struct GatewayState {
     pub(crate) shutdown: watch::Receiver<bool>,
 }
 
-impl GatewayState {
-    /// Token verification at the current time.
+impl GatewayShared {
     /// Spends one of `address`'s CHECK_LIMIT_PER_MIN: the budget every route a connector calls
     /// shares (the door check, the targeting read, the install checks).
     pub(crate) fn spend_check_budget(&self, address: std::net::IpAddr) -> Result<(), AppError> {
@@ -99,6 +111,7 @@ impl GatewayState {
             .map_err(|retry_after_sec| AppError(JoinRateLimiter::check_refusal(retry_after_sec)))
     }
 
+    /// Token verification at the current time.
     pub(crate) fn token_check(&self) -> TokenCheck<'_> {
         self.token_check_at(now_ms())
     }
@@ -128,7 +141,7 @@ impl GatewayApp {
             .first()
             .copied()
             .unwrap_or_default();
-        let state = GatewayState {
+        let state = GatewayState(Arc::new(GatewayShared {
             keyring: Arc::new(keyring),
             support_ref_key,
             join_limiter: Arc::new(JoinRateLimiter::per_minute(config.join_limit_per_min)),
@@ -146,7 +159,7 @@ impl GatewayApp {
             engine,
             engine_health,
             shutdown,
-        };
+        }));
         GatewayApp { state, stopping }
     }
 
