@@ -6,6 +6,7 @@
 use std::future::ready;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use qm_core::room::ProtectionMode;
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{RoomInfoReply, StatsReply};
 
@@ -142,6 +143,13 @@ impl Store for MemoryStore {
 
     fn list_rooms(&self) -> StoreFuture<'_, Vec<RoomJson>> {
         Box::pin(ready(Ok(self.rooms.admin_rooms(self.now_ms()))))
+    }
+
+    fn protection_mode(&self, room_id: String) -> StoreFuture<'_, Option<ProtectionMode>> {
+        let mode = self.read_live(&room_id, |room, _| {
+            room.config.protection.map(|protection| protection.mode)
+        });
+        Box::pin(ready(Ok(mode.flatten())))
     }
 
     fn room_info(&self, room_id: String) -> StoreFuture<'_, RoomInfoReply> {

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::Stream;
-use qm_core::room::RoomState;
+use qm_core::room::{ProtectionMode, RoomState};
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::engine::engine_server::Engine;
 use qm_proto::engine::find_credential_reply;
@@ -143,17 +143,8 @@ impl EngineService {
             Err(error) if error.code == ErrorCode::BlockedByProtection => Some(Flagged::Refused),
             Err(_) => return,
             Ok(place) if score >= qm_core::bot::BLOCK_AT && place.new_place => {
-                let mode = self
-                    .store
-                    .get_room(room_id.to_owned())
-                    .await
-                    .ok()
-                    .and_then(|room| {
-                        room.pointer("/protection/mode")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                    });
-                (mode.as_deref() == Some("monitor")).then_some(Flagged::WouldRefuse)
+                let mode = self.store.protection_mode(room_id.to_owned()).await;
+                matches!(mode, Ok(Some(ProtectionMode::Monitor))).then_some(Flagged::WouldRefuse)
             }
             Ok(_) => None,
         };

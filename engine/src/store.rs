@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use qm_core::room::RoomState;
+use qm_core::room::{ProtectionMode, RoomState};
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{RoomInfoReply, RoomView, StatsReply};
 use serde_json::Value;
@@ -65,6 +65,9 @@ pub trait Store: Send + Sync + 'static {
     fn list_rooms(&self) -> StoreFuture<'_, Vec<RoomJson>>;
     /// What the edge needs to serve a room (`found: false` when there is none).
     fn room_info(&self, room_id: String) -> StoreFuture<'_, RoomInfoReply>;
+    /// The room's bot-protection mode (`None`: no room, or no `protection`), read without
+    /// building anything else of the room: a bot flood asks it once per join.
+    fn protection_mode(&self, room_id: String) -> StoreFuture<'_, Option<ProtectionMode>>;
     fn status(
         &self,
         room_id: String,

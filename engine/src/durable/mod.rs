@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::future::join_all;
+use qm_core::room::ProtectionMode;
 use qm_core::{ApiError, ErrorCode};
 use qm_proto::{RoomInfoReply, StatsReply};
 use tokio::sync::{mpsc, watch};
@@ -276,6 +277,13 @@ impl Store for DurableStore {
     fn list_rooms(&self) -> StoreFuture<'_, Vec<RoomJson>> {
         let rooms = self.shared.rooms.admin_rooms(self.shared.now_ms());
         Box::pin(std::future::ready(Ok(rooms)))
+    }
+
+    fn protection_mode(&self, room_id: String) -> StoreFuture<'_, Option<ProtectionMode>> {
+        let mode = self.read_live(&room_id, |room, _| {
+            room.config.protection.map(|protection| protection.mode)
+        });
+        Box::pin(std::future::ready(Ok(mode.flatten())))
     }
 
     fn room_info(&self, room_id: String) -> StoreFuture<'_, RoomInfoReply> {

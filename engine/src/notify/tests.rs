@@ -44,6 +44,12 @@ impl Store for DrawStore {
     fn room_info(&self, room_id: String) -> StoreFuture<'_, RoomInfoReply> {
         self.inner.room_info(room_id)
     }
+    fn protection_mode(
+        &self,
+        room_id: String,
+    ) -> StoreFuture<'_, Option<qm_core::room::ProtectionMode>> {
+        self.inner.protection_mode(room_id)
+    }
     fn read_room<'a>(
         &'a self,
         room_id: String,
