@@ -5,7 +5,9 @@
 //! answers each call with the handler of its own RPC, so nothing is decided here and every
 //! caller sees the reply, or the `Status`, it would have seen from that RPC. An engine older
 //! than the `Visitors` RPC (a rolling deploy that updates the gateways first) answers it
-//! `Unimplemented`: the calls of that batch, and every call after, go as their own RPCs.
+//! `Unimplemented`: until the engine has answered one batch, that batch's calls are sent again
+//! as their own RPCs; an engine replaced by an older one later fails the calls of the batch that
+//! met it. Either way every call after goes as its own RPC.
 
 use qm_proto::visitor_answer::Answer;
 use qm_proto::visitor_call::Call;
