@@ -112,32 +112,31 @@ async fn send_batches(engine: EngineClient, mut calls: mpsc::Receiver<(Call, Ans
         let engine_batches = engine_batches.clone();
         tokio::spawn(async move {
             let (calls, answered): (Vec<Call>, Vec<Answered>) = batch.into_iter().unzip();
-            let answers = match engine_batches.load(Ordering::Relaxed) {
-                ONE_BY_ONE => one_by_one(engine, calls).await,
-                BATCHES => match send_batch(engine, calls).await {
-                    Ok(answers) => answers,
-                    Err(status) => {
+            let known = engine_batches.load(Ordering::Relaxed);
+            let answers = if known == ONE_BY_ONE {
+                one_by_one(engine, calls).await
+            } else {
+                // Until the engine has answered one batch, the calls are kept to send alone
+                // should it not know the RPC.
+                let kept = (known == UNKNOWN).then(|| calls.clone());
+                match (send_batch(engine.clone(), calls).await, kept) {
+                    (Ok(answers), kept) => {
+                        if kept.is_some() {
+                            engine_batches.store(BATCHES, Ordering::Relaxed);
+                        }
+                        answers
+                    }
+                    (Err(status), Some(calls)) if status.code() == Code::Unimplemented => {
+                        engine_batches.store(ONE_BY_ONE, Ordering::Relaxed);
+                        one_by_one(engine, calls).await
+                    }
+                    (Err(status), _) => {
                         if status.code() == Code::Unimplemented {
                             // The engine was replaced by an older one: these calls are lost
                             // to it, every later one goes alone.
                             engine_batches.store(ONE_BY_ONE, Ordering::Relaxed);
                         }
                         answered.iter().map(|_| Err(status.clone())).collect()
-                    }
-                },
-                _ => {
-                    // Until the engine has answered one batch, the calls are kept to send
-                    // alone should it not know the RPC.
-                    match send_batch(engine.clone(), calls.clone()).await {
-                        Ok(answers) => {
-                            engine_batches.store(BATCHES, Ordering::Relaxed);
-                            answers
-                        }
-                        Err(status) if status.code() == Code::Unimplemented => {
-                            engine_batches.store(ONE_BY_ONE, Ordering::Relaxed);
-                            one_by_one(engine, calls).await
-                        }
-                        Err(status) => answered.iter().map(|_| Err(status.clone())).collect(),
                     }
                 }
             };
