@@ -59,6 +59,11 @@ impl QmChild {
         self.child = Some(child);
     }
 
+    /// The running child's process id.
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// How the child ended, if it has.
     fn exited(&mut self) -> Option<ExitStatus> {
         self.child.as_mut()?.try_wait().ok().flatten()
@@ -291,5 +296,10 @@ impl GatewayProcess {
     /// The last lines the gateway process logged.
     pub fn log_tail(&self) -> String {
         self.0.process.log_tail()
+    }
+
+    /// The running process's id (for the benches that read its memory).
+    pub fn pid(&self) -> Option<u32> {
+        self.0.process.pid()
     }
 }

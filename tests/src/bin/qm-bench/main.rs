@@ -16,9 +16,13 @@
 //!
 //! `qm-bench status`, `check`, `join` — the visitor's hot paths driven by wrk, beside a bare
 //! axum server answering a real join answer's bytes (see `visitor.rs`).
+//!
+//! `qm-bench sse` — idle event streams held open on one gateway process, beside a bare axum
+//! server holding as many in a process of its own (see `sse.rs`).
 
 mod contention;
 mod inline;
+mod sse;
 mod visitor;
 mod wrk;
 
@@ -108,6 +112,26 @@ enum Bench {
     Join {
         #[command(flatten)]
         load: VisitorArgs,
+    },
+    /// Idle event streams held open on one gateway process, beside a bare axum server holding
+    /// as many: memory per stream, the time to open them all, heartbeats' lateness.
+    Sse {
+        /// Streams held open at once.
+        #[arg(long, default_value_t = 18_000)]
+        streams: usize,
+        /// Seconds every stream is held after the last one opened, before the rest is measured.
+        #[arg(long, default_value_t = 12)]
+        idle_seconds: u64,
+        /// Streams being opened at once (connect until the first frame).
+        #[arg(long, default_value_t = 256)]
+        opening: usize,
+    },
+    /// The ceiling `sse` starts in a process of its own (prints its address).
+    #[command(hide = true)]
+    BareSse {
+        /// hyper's HTTP/1 connection alone instead of `axum::serve`.
+        #[arg(long)]
+        hyper_http1: bool,
     },
 }
 
@@ -498,5 +522,18 @@ async fn main() -> anyhow::Result<()> {
         Bench::Status { load, positions } => visitor::status(load.into(), positions).await,
         Bench::Check { load } => visitor::check(load.into()).await,
         Bench::Join { load } => visitor::join(load.into()).await,
+        Bench::Sse {
+            streams,
+            idle_seconds,
+            opening,
+        } => {
+            sse::sse(sse::SseBench {
+                streams,
+                idle_seconds,
+                opening,
+            })
+            .await
+        }
+        Bench::BareSse { hyper_http1 } => sse::bare_sse_server(hyper_http1).await,
     }
 }
