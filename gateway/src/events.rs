@@ -275,8 +275,11 @@ impl Listener {
             // Held for the stream's life too: its ticket in the room's presence report.
             let mut presence = hub.presence();
             presence.set(self.vouched_ticket);
-            let mut last = first;
-            yield Ok(status_event(&last, self.fresh_token.as_deref(), self.support_ref(&last)));
+            // The last body sent, held as its JSON: an idle stream's memory is mostly what it
+            // keeps between heartbeats, and the text is a fraction of the map's size.
+            let mut last = body_json(&first);
+            yield Ok(status_event(&first, self.fresh_token.as_deref(), self.support_ref(&first)));
+            drop(first);
             let mut next_heartbeat = Instant::now() + HEARTBEAT;
             let mut refresh_deadline = self.refresh_deadline();
             loop {
@@ -290,8 +293,10 @@ impl Listener {
                             continue;
                         }
                         let latest = views.borrow_and_update().clone();
-                        match self.on_view_change(&latest).await {
-                            Some(fields) if fields != last => Step::Status(fields),
+                        // Engine calls are boxed: awaited inline they would size every idle
+                        // stream's state for the largest call, held the whole stream long.
+                        match Box::pin(self.on_view_change(&latest)).await {
+                            Some(fields) if body_json(&fields) != last => Step::Status(fields),
                             _ => continue,
                         }
                     }
@@ -299,11 +304,11 @@ impl Listener {
                     _ = tokio::time::sleep_until(refresh_deadline.unwrap_or(next_heartbeat)),
                         if refresh_deadline.is_some() => {
                         // Granted only if the engine, asked now, still holds the place for us.
-                        match self.ask_engine().await {
+                        match Box::pin(self.ask_engine()).await {
                             Ok(_) if self.refresh_granted => Step::Refresh,
                             Ok(fields) => {
                                 refresh_deadline = None;
-                                if fields == last {
+                                if body_json(&fields) == last {
                                     continue;
                                 }
                                 Step::Status(fields)
@@ -317,7 +322,10 @@ impl Listener {
                     }
                     _ = tokio::time::sleep_until(next_heartbeat) => {
                         let latest = views.borrow().clone();
-                        Step::Status(self.on_heartbeat(&latest).await.unwrap_or_else(|| last.clone()))
+                        let fields = Box::pin(self.on_heartbeat(&latest)).await;
+                        Step::Status(fields.unwrap_or_else(|| {
+                            serde_json::from_str(&last).unwrap_or_default()
+                        }))
                     }
                 };
                 let fields = match step {
@@ -330,7 +338,7 @@ impl Listener {
                 };
                 presence.set(self.vouched_ticket);
                 yield Ok(status_event(&fields, self.fresh_token.as_deref(), self.support_ref(&fields)));
-                last = fields;
+                last = body_json(&fields);
                 next_heartbeat = Instant::now() + HEARTBEAT;
                 if self.drawn_since_open() {
                     // The stream cannot set cookies any more: the reconnect exchanges the token.
@@ -371,6 +379,11 @@ fn status_event(
     Event::default()
         .event("status")
         .data(Value::Object(body).to_string())
+}
+
+/// A status body as JSON (without `now`): what a stream compares the next body with.
+fn body_json(fields: &Map<String, Value>) -> String {
+    serde_json::to_string(fields).unwrap_or_default()
 }
 
 /// The refresh frame (QM-469): `event: refresh` with `data: {}`.

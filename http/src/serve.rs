@@ -137,7 +137,9 @@ async fn serve_connection(
             request.extensions_mut().insert(ConnectInfo(peer));
             let response = match gate::refusal(&request, &rules) {
                 Some(error) => gate::refusal_response(error),
-                None => match router.oneshot(request).await {
+                // Boxed: hyper keeps a connection's request future allocated for the
+                // connection's life, and an idle event stream should not hold the router's.
+                None => match Box::pin(router.oneshot(request)).await {
                     Ok(response) => response,
                     Err(never) => match never {},
                 },

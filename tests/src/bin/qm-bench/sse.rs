@@ -110,7 +110,10 @@ pub(crate) async fn sse(bench: SseBench) -> anyhow::Result<()> {
     env.insert("SSE_PER_IP".to_owned(), (bench.streams * 2).to_string());
     // The default leaves half the open-file limit for the inline gate's origin connections; a
     // gateway that only holds streams may hold one per descriptor.
-    env.insert("MAX_CONNECTIONS".to_owned(), (bench.streams + 256).to_string());
+    env.insert(
+        "MAX_CONNECTIONS".to_owned(),
+        (bench.streams + 256).to_string(),
+    );
     let engine = EngineProcess::start(&qm, &env, free_addr()).await;
     let gateway = GatewayProcess::start(&qm, &env, engine.addr(), free_addr().port()).await;
     let admin = AdminProcess::start(&qm, &env, engine.addr(), free_addr().port()).await;
@@ -394,7 +397,10 @@ async fn follow(
     let mut buffer = vec![0u8; 2048];
     let first = async {
         let mut socket = TcpStream::connect(addr).await.context("connect")?;
-        socket.write_all(request.as_bytes()).await.context("write")?;
+        socket
+            .write_all(request.as_bytes())
+            .await
+            .context("write")?;
         let mut head = Vec::new();
         loop {
             let read = socket.read(&mut buffer).await.context("read")?;
@@ -492,7 +498,10 @@ impl BareSseProcess {
         let mut line = String::new();
         let stdout = child.stdout.take().context("its stdout")?;
         std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)?;
-        let addr = line.trim().parse().context("the bare SSE server's address")?;
+        let addr = line
+            .trim()
+            .parse()
+            .context("the bare SSE server's address")?;
         Ok(BareSseProcess { child, addr })
     }
 
@@ -548,13 +557,14 @@ pub(crate) async fn bare_sse_server(hyper_http1: bool) -> anyhow::Result<()> {
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                let app = app.clone();
-                async move {
-                    use tower::ServiceExt as _;
-                    app.oneshot(request.map(axum::body::Body::new)).await
-                }
-            });
+            let service =
+                hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                    let app = app.clone();
+                    async move {
+                        use tower::ServiceExt as _;
+                        app.oneshot(request.map(axum::body::Body::new)).await
+                    }
+                });
             let _ = hyper::server::conn::http1::Builder::new()
                 .writev(false)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
@@ -570,7 +580,10 @@ mod tests {
     #[test]
     fn frames_are_counted_across_reads() {
         let mut counter = FrameCounter::default();
-        assert_eq!(counter.feed(b"HTTP/1.1 200 OK\r\n\r\n1a\r\nevent: status\ndata: {}\n\n"), 1);
+        assert_eq!(
+            counter.feed(b"HTTP/1.1 200 OK\r\n\r\n1a\r\nevent: status\ndata: {}\n\n"),
+            1
+        );
         assert_eq!(counter.feed(b"\r\n1a\r\neve"), 0);
         assert_eq!(counter.feed(b"nt: status\ndata: {}\n\nevent: status\n"), 2);
     }
