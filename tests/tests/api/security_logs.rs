@@ -90,13 +90,17 @@ async fn every_engine_unavailable_logs_its_cause_without_the_credential() {
     answers_engine_unavailable_until_logged(&edge, &captured, "Unauthenticated").await;
     edge.stop().await;
 
-    // An edge whose engine is not there at all: the transport error is the cause.
-    let gone = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    // An edge whose engine is not there at all: the transport error is the cause. The port is
+    // held by a bound socket that never listens, so a connect is refused and no parallel test
+    // can be handed the same port (a freed one was, once, and the edge reached its server).
+    let gone = tokio::net::TcpSocket::new_v4().expect("a socket");
+    gone.bind("127.0.0.1:0".parse().expect("an address"))
+        .expect("bind");
     let gone_addr = gone.local_addr().expect("address");
-    drop(gone);
     let edge = spawn_edge(gone_addr, &test_env()).await;
     answers_engine_unavailable_until_logged(&edge, &captured, "Unavailable").await;
     edge.stop().await;
+    drop(gone);
     app.stop().await;
 
     let logs = captured.text();

@@ -125,6 +125,10 @@ enum Bench {
         /// Streams being opened at once (connect until the first frame).
         #[arg(long, default_value_t = 256)]
         opening: usize,
+        /// The ceiling on hyper's HTTP/1 connection alone, with the gateway's own serving
+        /// settings, instead of `axum::serve`.
+        #[arg(long)]
+        hyper_ceiling: bool,
     },
     /// The ceiling `sse` starts in a process of its own (prints its address).
     #[command(hide = true)]
@@ -526,11 +530,13 @@ async fn main() -> anyhow::Result<()> {
             streams,
             idle_seconds,
             opening,
+            hyper_ceiling,
         } => {
             sse::sse(sse::SseBench {
                 streams,
                 idle_seconds,
                 opening,
+                hyper_ceiling,
             })
             .await
         }

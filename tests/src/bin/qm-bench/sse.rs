@@ -41,6 +41,9 @@ pub(crate) struct SseBench {
     pub(crate) idle_seconds: u64,
     /// Streams being opened at once (connect until the first frame).
     pub(crate) opening: usize,
+    /// The ceiling on hyper's HTTP/1 connection alone (the gateway's own serving settings)
+    /// instead of `axum::serve`.
+    pub(crate) hyper_ceiling: bool,
 }
 
 /// What holding the streams on one server measured.
@@ -100,7 +103,7 @@ pub(crate) async fn sse(bench: SseBench) -> anyhow::Result<()> {
         crate::num_cpus()
     );
 
-    let bare = BareSseProcess::start(std::env::var_os("QM_BENCH_BARE_HYPER").is_some())?;
+    let bare = BareSseProcess::start(bench.hyper_ceiling)?;
     let requests = vec![stream_request(bare.addr, "/events", ""); bench.streams];
     let ceiling = hold_streams(bare.addr, bare.pid(), requests, &bench).await?;
     drop(bare);
@@ -152,9 +155,14 @@ pub(crate) async fn sse(bench: SseBench) -> anyhow::Result<()> {
 
 fn report(bench: &SseBench, ceiling: &HeldStreams, gateway: &HeldStreams) {
     let kib = |run: &HeldStreams, rss| run.per_stream_kib(rss);
+    let bare = if bench.hyper_ceiling {
+        "bare hyper"
+    } else {
+        "bare axum"
+    };
     println!(
         "{:<38} {:>14} {:>14} {:>12}",
-        "figure", "gateway", "bare axum", "target"
+        "figure", "gateway", bare, "target"
     );
     let rows: [(&str, String, String, String); 6] = [
         (
