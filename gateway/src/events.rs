@@ -296,8 +296,8 @@ impl Listener {
                         // Engine calls are boxed: awaited inline they would size every idle
                         // stream's state for the largest call, held the whole stream long.
                         match Box::pin(self.on_view_change(&latest)).await {
-                            Some(fields) if body_json(&fields) != last => Step::Status(fields),
-                            _ => continue,
+                            Some(fields) => Step::Changed(fields),
+                            None => continue,
                         }
                     }
                     // The precondition keeps the placeholder instant from ever being awaited.
@@ -308,10 +308,7 @@ impl Listener {
                             Ok(_) if self.refresh_granted => Step::Refresh,
                             Ok(fields) => {
                                 refresh_deadline = None;
-                                if body_json(&fields) == last {
-                                    continue;
-                                }
-                                Step::Status(fields)
+                                Step::Changed(fields)
                             }
                             Err(error) => {
                                 tracing::debug!(room_id = %self.room_id, code = error.code.as_str(), "refresh check for a stream failed, asking again at the next heartbeat");
@@ -323,22 +320,27 @@ impl Listener {
                     _ = tokio::time::sleep_until(next_heartbeat) => {
                         let latest = views.borrow().clone();
                         let fields = Box::pin(self.on_heartbeat(&latest)).await;
-                        Step::Status(fields.unwrap_or_else(|| {
+                        Step::Heartbeat(fields.unwrap_or_else(|| {
                             serde_json::from_str(&last).unwrap_or_default()
                         }))
                     }
                 };
-                let fields = match step {
-                    Step::Status(fields) => fields,
+                let (fields, heartbeat) = match step {
+                    Step::Changed(fields) => (fields, false),
+                    Step::Heartbeat(fields) => (fields, true),
                     Step::Refresh => {
                         tracing::debug!(room_id = %self.room_id, "stream token due, ending the stream for a refresh");
                         yield Ok(refresh_event());
                         break;
                     }
                 };
+                let json = body_json(&fields);
+                if !heartbeat && json == last {
+                    continue;
+                }
                 presence.set(self.vouched_ticket);
                 yield Ok(status_event(&fields, self.fresh_token.as_deref(), self.support_ref(&fields)));
-                last = body_json(&fields);
+                last = json;
                 next_heartbeat = Instant::now() + HEARTBEAT;
                 if self.drawn_since_open() {
                     // The stream cannot set cookies any more: the reconnect exchanges the token.
@@ -355,8 +357,10 @@ impl Listener {
 
 /// What the stream does next.
 enum Step {
-    /// Send this status body.
-    Status(Map<String, Value>),
+    /// Send this status body if it differs from the last one sent.
+    Changed(Map<String, Value>),
+    /// Send this status body: a heartbeat goes out even unchanged.
+    Heartbeat(Map<String, Value>),
     /// Send `event: refresh` and end.
     Refresh,
 }

@@ -198,12 +198,16 @@ impl Run {
     }
 
     fn percentile(&self, fraction: f64) -> Duration {
-        if self.latencies.is_empty() {
-            return Duration::ZERO;
-        }
-        let index = ((self.latencies.len() as f64 - 1.0) * fraction).round() as usize;
-        self.latencies[index]
+        percentile(&self.latencies, fraction)
     }
+}
+
+/// The `fraction` percentile of durations sorted ascending (zero when there are none).
+fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * fraction).round() as usize]
 }
 
 /// Sends `count` POSTs with `body` to `url`, `concurrency` at a time, timing each.

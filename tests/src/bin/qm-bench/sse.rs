@@ -382,10 +382,7 @@ async fn hold_streams(
     }
     lates.sort_unstable();
     held.late_max = lates.last().copied().unwrap_or_default();
-    held.late_p99 = lates
-        .get((lates.len().saturating_sub(1) as f64 * 0.99).round() as usize)
-        .copied()
-        .unwrap_or_default();
+    held.late_p99 = crate::percentile(&lates, 0.99);
     Ok(held)
 }
 
