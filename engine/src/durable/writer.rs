@@ -316,7 +316,10 @@ impl Shared {
     async fn reload_live(&self, slot: &Slot<Writer>) -> Result<(), ApiError> {
         let room_id = slot.room_id();
         self.catch_up(room_id).await;
-        let committed = slot.read(Room::seq);
+        // The tail continues this copy of the replica, not the replica itself: the change
+        // feed may advance the replica while the tail is asked for.
+        let mut fresh = slot.read(Room::clone);
+        let committed = fresh.seq();
         let tail = match self.valkey.tail(room_id, committed).await {
             Ok(tail) => tail,
             Err(error) => return Err(self.valkey_failed(room_id, &error)),
@@ -326,7 +329,6 @@ impl Shared {
             Tail::At { seq, events }
                 if seq >= committed && events.len() as u64 == seq - committed =>
             {
-                let mut fresh = slot.read(Room::clone);
                 if events.iter().all(|event| fresh.apply(event).is_ok()) {
                     slot.extra.reset_live(fresh);
                     return Ok(());
