@@ -164,6 +164,11 @@ impl EngineProcess {
     pub fn log_tail(&self) -> String {
         self.process.log_tail()
     }
+
+    /// The running process's id (for the benches that read its CPU time).
+    pub fn pid(&self) -> Option<u32> {
+        self.process.pid()
+    }
 }
 
 /// A `qm admin` or `qm gateway` child on a fixed loopback port, ready once its `/healthz`

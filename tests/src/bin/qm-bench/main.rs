@@ -19,7 +19,11 @@
 //!
 //! `qm-bench sse` — idle event streams held open on one gateway process, beside a bare axum
 //! server holding as many in a process of its own (see `sse.rs`).
+//!
+//! `qm-bench cluster` — status and join through several engine and gateway processes on the
+//! durable store, beside the same ceiling, with each role's CPU per request (see `cluster.rs`).
 
+mod cluster;
 mod contention;
 mod inline;
 mod sse;
@@ -129,6 +133,28 @@ enum Bench {
         /// settings, instead of `axum::serve`.
         #[arg(long)]
         hyper_ceiling: bool,
+    },
+    /// Status and join through several engine and gateway processes on the durable store,
+    /// beside a bare axum server driven by the same wrk processes; each role's CPU per request.
+    Cluster {
+        /// Layouts measured, each ENGINESxGATEWAYS, comma-separated.
+        #[arg(long, value_delimiter = ',', value_parser = cluster::parse_layout, default_value = "1x1,1x2,2x2")]
+        layouts: Vec<(usize, usize)>,
+        /// wrk threads in all, shared out over one wrk process per gateway.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Connections in all for the ceiling and status.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Connections in all for the joins.
+        #[arg(long, default_value_t = 256)]
+        join_concurrency: usize,
+        /// Seconds each measured run lasts.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Rounds per layout, each the ceiling, status, then join.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
     },
     /// The ceiling `sse` starts in a process of its own (prints its address).
     #[command(hide = true)]
@@ -541,6 +567,24 @@ async fn main() -> anyhow::Result<()> {
                 idle_seconds,
                 opening,
                 hyper_ceiling,
+            })
+            .await
+        }
+        Bench::Cluster {
+            layouts,
+            threads,
+            concurrency,
+            join_concurrency,
+            seconds,
+            rounds,
+        } => {
+            cluster::cluster(cluster::ClusterBench {
+                layouts,
+                threads,
+                concurrency,
+                join_concurrency,
+                seconds,
+                rounds,
             })
             .await
         }

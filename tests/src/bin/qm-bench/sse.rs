@@ -70,7 +70,7 @@ impl HeldStreams {
 }
 
 /// The `qm` binary beside this one (`cargo build --release` builds both).
-fn qm_binary() -> anyhow::Result<PathBuf> {
+pub(crate) fn qm_binary() -> anyhow::Result<PathBuf> {
     let here = std::env::current_exe().context("this bench's own path")?;
     let qm = here.with_file_name("qm");
     anyhow::ensure!(
@@ -125,8 +125,8 @@ pub(crate) async fn sse(bench: SseBench) -> anyhow::Result<()> {
         .trim_start_matches("http://")
         .parse()
         .context("the gateway's address")?;
-    create_room(&admin.url()).await?;
-    let visitors = join_visitors(&gateway.url(), bench.streams).await?;
+    create_room(&admin.url(), ROOM).await?;
+    let visitors = join_visitors(&gateway.url(), ROOM, bench.streams).await?;
     let requests = visitors
         .iter()
         .map(|(token, cookies)| {
@@ -255,12 +255,12 @@ fn stream_request(addr: SocketAddr, path_and_query: &str, cookies: &str) -> Stri
     )
 }
 
-/// A still room with no cap on places per address (every visitor here is one address).
-async fn create_room(admin: &str) -> anyhow::Result<()> {
+/// A still room `room` created through the admin process at `admin`.
+pub(crate) async fn create_room(admin: &str, room: &str) -> anyhow::Result<()> {
     let answer = reqwest::Client::new()
         .post(format!("{admin}/api/admin/rooms"))
         .bearer_auth(TEST_ADMIN_KEY)
-        .json(&room_body(ROOM, 0, json!({})))
+        .json(&room_body(room, 0, json!({})))
         .send()
         .await?;
     anyhow::ensure!(
@@ -271,13 +271,17 @@ async fn create_room(admin: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Joins `count` new visitors: each one's token and the cookies its join set.
-async fn join_visitors(gateway: &str, count: usize) -> anyhow::Result<Vec<(String, String)>> {
+/// Joins `count` new visitors to `room`: each one's token and the cookies its join set.
+pub(crate) async fn join_visitors(
+    gateway: &str,
+    room: &str,
+    count: usize,
+) -> anyhow::Result<Vec<(String, String)>> {
     let http = crate::client(64);
     let url = format!("{gateway}/api/join");
     let joins = futures::stream::iter(0..count)
         .map(|_| {
-            let request = http.post(&url).json(&json!({ "roomId": ROOM }));
+            let request = http.post(&url).json(&json!({ "roomId": room }));
             async move {
                 let answer = request.send().await?;
                 anyhow::ensure!(answer.status().is_success(), "join: {}", answer.status());

@@ -72,7 +72,7 @@ impl Target {
 }
 
 /// The ceiling: a bare axum server answering every request with `body` as JSON.
-async fn bare_axum(body: Bytes) -> anyhow::Result<String> {
+pub(crate) async fn bare_axum(body: Bytes) -> anyhow::Result<String> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let app = Router::new().fallback(move || {
@@ -97,11 +97,12 @@ async fn start_app(store: &str) -> anyhow::Result<TestApp> {
     Ok(spawn_app_on(backing, &[("CHECK_LIMIT_PER_MIN", "100000000")]).await)
 }
 
-/// Joins `room` once as a new visitor: the answer's body (the ceiling's bytes) and token.
-async fn join_one(app: &TestApp, room: &str) -> anyhow::Result<(Bytes, String)> {
+/// Joins `room` once as a new visitor through `gateway`: the answer's body (the ceiling's
+/// bytes) and token.
+pub(crate) async fn join_one(gateway: &str, room: &str) -> anyhow::Result<(Bytes, String)> {
     let http = client(1);
     let answer = http
-        .post(format!("{}/api/join", app.gateway))
+        .post(format!("{gateway}/api/join"))
         .json(&json!({ "roomId": room }))
         .send()
         .await?;
@@ -121,7 +122,7 @@ async fn join_one(app: &TestApp, room: &str) -> anyhow::Result<(Bytes, String)> 
 
 /// Writes the wrk script that POSTs a join to `room` (wrk keeps no cookies: each request is a
 /// new visitor).
-fn join_script(dir: &Path, room: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn join_script(dir: &Path, room: &str) -> anyhow::Result<PathBuf> {
     let path = dir.join(format!("join-{room}.lua"));
     std::fs::write(
         &path,
@@ -158,7 +159,7 @@ async fn measure(
     Ok((ceiling, runs))
 }
 
-fn round3(value: f64) -> f64 {
+pub(crate) fn round3(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
 
@@ -313,7 +314,7 @@ pub(crate) async fn status(bench: VisitorBench, mut positions: Vec<u64>) -> anyh
                 filled.failures
             );
         }
-        let (body, token) = join_one(&app, "bench").await?;
+        let (body, token) = join_one(&app.gateway, "bench").await?;
         ceiling_body = body;
         waiting = position;
         targets.push(
@@ -341,8 +342,8 @@ pub(crate) async fn check(bench: VisitorBench) -> anyhow::Result<()> {
     wrk::require()?;
     let app = start_app(&bench.store).await?;
     app.create_room(room_body("door", 0, json!({}))).await;
-    let (_, passed) = join_one(&app, "door").await?;
-    let (ceiling_body, waiting) = join_one(&app, "door").await?;
+    let (_, passed) = join_one(&app.gateway, "door").await?;
+    let (ceiling_body, waiting) = join_one(&app.gateway, "door").await?;
     let flushed = app
         .admin_post("/rooms/door/flush", json!({ "count": 1 }))
         .await;
@@ -422,7 +423,7 @@ pub(crate) async fn join(bench: VisitorBench) -> anyhow::Result<()> {
     for (room, app) in rooms.iter().zip([&memory, &memory, &durable]) {
         app.create_room(room_body(room, 0, json!({}))).await;
     }
-    let (ceiling_body, _) = join_one(&memory, "memory").await?;
+    let (ceiling_body, _) = join_one(&memory.gateway, "memory").await?;
     // Warm the durable path (its writer, committer and connections) before measuring.
     let warm = drive(
         &client(256),

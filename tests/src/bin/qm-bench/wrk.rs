@@ -78,6 +78,32 @@ pub(crate) async fn run_script(
     parse(&report).with_context(|| format!("reading wrk's report:\n{report}"))
 }
 
+/// One of several wrk processes run at once: its URL, headers and script.
+#[derive(Debug, Clone)]
+pub(crate) struct Aim {
+    pub(crate) url: String,
+    pub(crate) headers: Vec<String>,
+    pub(crate) script: Option<std::path::PathBuf>,
+}
+
+/// Runs one wrk per aim at the same moment, each with `load`, and adds up what they measured:
+/// requests/s, requests and failures are sums; p50 and p99 are the worst of the processes'.
+pub(crate) async fn run_together(aims: &[Aim], load: WrkLoad) -> anyhow::Result<WrkRun> {
+    let runs = futures::future::try_join_all(
+        aims.iter()
+            .map(|aim| run_script(&aim.url, &aim.headers, aim.script.as_deref(), load)),
+    )
+    .await?;
+    Ok(WrkRun {
+        per_second: runs.iter().map(|run| run.per_second).sum(),
+        requests: runs.iter().map(|run| run.requests).sum(),
+        p50_ms: runs.iter().map(|run| run.p50_ms).fold(0.0, f64::max),
+        p99_ms: runs.iter().map(|run| run.p99_ms).fold(0.0, f64::max),
+        failures: runs.iter().map(|run| run.failures).sum(),
+        failure_lines: runs.iter().map(|run| run.failure_lines.as_str()).collect(),
+    })
+}
+
 fn parse(report: &str) -> anyhow::Result<WrkRun> {
     let mut per_second = None;
     let mut requests = None;
