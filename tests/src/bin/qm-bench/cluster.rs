@@ -28,18 +28,26 @@ const ROOM: &str = "cluster";
 /// connection warm.
 const WARM_JOINS: usize = 2_000;
 
-/// The settings of one `qm-bench cluster` run.
-#[derive(Debug, Clone)]
+/// The settings of one `qm-bench cluster` run (its command-line arguments).
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ClusterBench {
-    /// Each layout as (engines, gateways).
+    /// Layouts measured, each ENGINESxGATEWAYS, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = parse_layout, default_value = "1x1,1x2,2x2")]
     pub(crate) layouts: Vec<(usize, usize)>,
-    /// wrk threads in all, shared out over the wrk processes (at least one each).
+    /// wrk threads in all, shared out over one wrk process per gateway (at least one each).
+    #[arg(long, default_value_t = 2)]
     pub(crate) threads: usize,
     /// Connections in all for the ceiling and status, shared out over the wrk processes.
+    #[arg(long, default_value_t = 64)]
     pub(crate) concurrency: usize,
     /// Connections in all for the joins.
+    #[arg(long, default_value_t = 256)]
     pub(crate) join_concurrency: usize,
+    /// Seconds each measured run lasts.
+    #[arg(long, default_value_t = 5)]
     pub(crate) seconds: u64,
+    /// Rounds per layout, each the ceiling, status, then join.
+    #[arg(long, default_value_t = 3)]
     pub(crate) rounds: usize,
 }
 

@@ -136,26 +136,7 @@ enum Bench {
     },
     /// Status and join through several engine and gateway processes on the durable store,
     /// beside a bare axum server driven by the same wrk processes; each role's CPU per request.
-    Cluster {
-        /// Layouts measured, each ENGINESxGATEWAYS, comma-separated.
-        #[arg(long, value_delimiter = ',', value_parser = cluster::parse_layout, default_value = "1x1,1x2,2x2")]
-        layouts: Vec<(usize, usize)>,
-        /// wrk threads in all, shared out over one wrk process per gateway.
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
-        /// Connections in all for the ceiling and status.
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-        /// Connections in all for the joins.
-        #[arg(long, default_value_t = 256)]
-        join_concurrency: usize,
-        /// Seconds each measured run lasts.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// Rounds per layout, each the ceiling, status, then join.
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
-    },
+    Cluster(cluster::ClusterBench),
     /// The ceiling `sse` starts in a process of its own (prints its address).
     #[command(hide = true)]
     BareSse {
@@ -570,24 +551,7 @@ async fn main() -> anyhow::Result<()> {
             })
             .await
         }
-        Bench::Cluster {
-            layouts,
-            threads,
-            concurrency,
-            join_concurrency,
-            seconds,
-            rounds,
-        } => {
-            cluster::cluster(cluster::ClusterBench {
-                layouts,
-                threads,
-                concurrency,
-                join_concurrency,
-                seconds,
-                rounds,
-            })
-            .await
-        }
+        Bench::Cluster(bench) => cluster::cluster(bench).await,
         Bench::BareSse { hyper_http1 } => sse::bare_sse_server(hyper_http1).await,
     }
 }
