@@ -116,8 +116,6 @@ struct Layout {
     gateways: Vec<GatewayProcess>,
     admin: AdminProcess,
     _backing: Backing,
-    engine_pids: Vec<u32>,
-    gateway_pids: Vec<u32>,
 }
 
 impl Layout {
@@ -137,22 +135,12 @@ impl Layout {
         }
         let admin =
             AdminProcess::start(qm, &env, engine_processes[0].addr(), free_addr().port()).await;
-        let engine_pids = engine_processes
-            .iter()
-            .map(|engine| engine.pid().context("an engine's process id"))
-            .collect::<anyhow::Result<_>>()?;
-        let gateway_pids = gateway_processes
-            .iter()
-            .map(|gateway| gateway.pid().context("a gateway's process id"))
-            .collect::<anyhow::Result<_>>()?;
         create_room(&admin.url(), ROOM).await?;
         Ok(Layout {
             engines: engine_processes,
             gateways: gateway_processes,
             admin,
             _backing: backing,
-            engine_pids,
-            gateway_pids,
         })
     }
 
@@ -162,8 +150,14 @@ impl Layout {
 
     /// Runs wrk at every aim at once and reads what the processes spent meanwhile.
     async fn measure(&self, aims: &[Aim], load: WrkLoad, ticks: f64) -> anyhow::Result<Measured> {
-        let engines_before = cpu_ticks(&self.engine_pids)?;
-        let gateways_before = cpu_ticks(&self.gateway_pids)?;
+        let engine_pids: Vec<u32> = self.engines.iter().filter_map(EngineProcess::pid).collect();
+        let gateway_pids: Vec<u32> = self
+            .gateways
+            .iter()
+            .filter_map(GatewayProcess::pid)
+            .collect();
+        let engines_before = cpu_ticks(&engine_pids)?;
+        let gateways_before = cpu_ticks(&gateway_pids)?;
         let run = wrk::run_together(aims, load).await?;
         let spent = |before: Vec<u64>, pids: &[u32]| -> anyhow::Result<f64> {
             let after: u64 = cpu_ticks(pids)?.iter().sum();
@@ -171,8 +165,8 @@ impl Layout {
             Ok(cpu_ms * 1000.0 / run.requests.max(1) as f64)
         };
         Ok(Measured {
-            engine_ms: spent(engines_before, &self.engine_pids)?,
-            gateway_ms: spent(gateways_before, &self.gateway_pids)?,
+            engine_ms: spent(engines_before, &engine_pids)?,
+            gateway_ms: spent(gateways_before, &gateway_pids)?,
             run,
         })
     }
@@ -210,7 +204,6 @@ async fn waiting(admin: &str) -> anyhow::Result<u64> {
         .await?;
     room["room"]["waiting"]
         .as_u64()
-        .or_else(|| room["waiting"].as_u64())
         .with_context(|| format!("the room's line: {room}"))
 }
 
